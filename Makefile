@@ -1,0 +1,40 @@
+# Entry points. `make demo` and `make test` are the README's two commands.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup engine venv images demo test test-unit test-lab lint clean
+
+setup: engine venv images
+
+engine:
+	./scripts/engine.sh
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	./scripts/venv.sh $(VENV)
+	touch $@
+
+images: engine venv
+	$(VENV)/bin/provision lab images
+
+demo: setup
+	./scripts/demo.sh
+
+test: setup
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests
+
+test-unit: venv
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not lab" tests
+
+lint: venv
+	$(VENV)/bin/ruff check orchestrator tests bench
+	$(VENV)/bin/ruff format --check orchestrator tests bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/yamllint -s .
+	$(VENV)/bin/ansible-lint --profile production playbooks roles
+
+clean:
+	-$(VENV)/bin/provision lab down
+	rm -rf $(VENV) .cache artifacts

@@ -1,0 +1,139 @@
+"""Typed facts about one host, as detection found them.
+
+Pure data: the parsers in ``orchestrator.parsers`` build these from raw command outputs
+(live over SSH, or from a directory saved by ``provision detect --save``). The planner,
+the checks and the report read only these types, never raw text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class OsInfo:
+    id: str  # "ubuntu", "debian", "rocky", "rhel"
+    version_id: str  # "24.04", "12"
+    codename: str  # "noble", "bookworm"; "" when the OS has none
+    pretty_name: str
+    id_like: tuple[str, ...] = ()
+
+    @property
+    def family(self) -> str:
+        """"debian" or "redhat" (Ansible's os_family naming), else the id."""
+        ids = (self.id, *self.id_like)
+        if any(i in ("debian", "ubuntu") for i in ids):
+            return "debian"
+        if any(i in ("rhel", "fedora", "centos", "rocky", "almalinux") for i in ids):
+            return "redhat"
+        return self.id
+
+
+@dataclass(frozen=True)
+class PciLink:
+    current_speed_gts: float | None  # 32.0 for Gen5; None where sysfs shows none (VM bridges)
+    current_width: int | None
+    max_speed_gts: float | None
+    max_width: int | None
+
+    @property
+    def degraded(self) -> bool:
+        if None in (self.current_speed_gts, self.max_speed_gts, self.current_width, self.max_width):
+            return False
+        return (self.current_speed_gts or 0) < (self.max_speed_gts or 0) or (
+            self.current_width or 0
+        ) < (self.max_width or 0)
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    address: str  # "0000:00:06.0"
+    vendor_id: int  # 0x10de
+    device_id: int  # 0x2335
+    class_code: int  # 0x030200
+    subsystem_vendor_id: int
+    subsystem_device_id: int
+    link: PciLink
+    numa_node: int
+    driver: str  # bound kernel driver, "" when none
+
+
+@dataclass(frozen=True)
+class LoadedDriver:
+    version: str  # "580.159.04"
+    flavour: str  # "open" | "proprietary"
+    raw: str  # the NVRM line as the kernel wrote it
+
+
+@dataclass(frozen=True)
+class SmiGpu:
+    """One GPU as nvidia-smi --query-gpu reports it (present only when the tool exists)."""
+
+    index: int
+    name: str
+    bus_id: str  # normalised to sysfs form "0000:00:06.0"
+    device_id: int
+    uuid: str
+    driver_version: str
+    memory_total_mib: int | None
+    mig_mode_current: str | None  # "Enabled" | "Disabled" | None ([N/A])
+    mig_mode_pending: str | None
+    persistence_mode: str | None
+    ecc_mode_current: str | None
+    ecc_mode_pending: str | None
+    ecc_uncorrected_volatile: int | None
+    compute_cap: str | None  # "9.0"
+    pcie_gen_current: int | None
+    pcie_width_current: int | None
+    pcie_gen_max: int | None
+    pcie_width_max: int | None
+    retired_pages_pending: str | None
+    remapped_rows_pending: str | None
+    remapped_rows_failure: str | None
+    clocks_event_reasons: int | None
+    temperature_c: int | None
+    fabric_state: str | None = None  # from nvidia-smi -q: "Completed", "In Progress", "N/A"
+    fabric_status: str | None = None
+
+
+@dataclass(frozen=True)
+class NvSmiInfo:
+    smi_version: str
+    nvml_version: str
+    driver_version: str
+    cuda_version: str
+
+
+@dataclass(frozen=True)
+class RuntimeInfo:
+    docker_version: str | None  # None: no docker
+    docker_active: bool | None
+    docker_runtimes: tuple[str, ...]  # from docker info, e.g. ("nvidia", "runc")
+    toolkit_version: str | None  # nvidia-ctk --version
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    host: str
+    os: OsInfo | None
+    kernel: str
+    secure_boot: bool | None  # None: unknown (no EFI vars, legacy boot)
+    pci: tuple[PciDevice, ...]
+    loaded_driver: LoadedDriver | None  # None: no nvidia module loaded
+    loaded_modules: tuple[str, ...]
+    smi: NvSmiInfo | None  # None: nvidia-smi absent or failing
+    smi_gpus: tuple[SmiGpu, ...]
+    runtime: RuntimeInfo
+    simulated: bool = False  # True on lab hosts: every GPU fact is simulated
+    nvlink_inactive: tuple[tuple[int, int], ...] = ()  # (gpu index, link) reported <inactive>
+    packages: dict[str, str] = field(default_factory=dict)  # nvidia/docker package -> version
+    errors: tuple[str, ...] = ()  # probe parts that failed (non-fatal)
+
+    @property
+    def nvidia_pci(self) -> tuple[PciDevice, ...]:
+        return tuple(d for d in self.pci if d.vendor_id == 0x10DE)
+
+    @property
+    def gpus(self) -> tuple[PciDevice, ...]:
+        """NVIDIA display/3D controllers (PCI class 0x03xxxx)."""
+        return tuple(d for d in self.nvidia_pci if d.class_code >> 16 == 0x03)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Make sure a Docker engine answers: install Debian's docker.io (and the lab's image
+# builder, debootstrap) when missing, start dockerd when it is not running.
+set -euo pipefail
+
+need=()
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+if ((${#need[@]})); then
+  echo "engine: installing ${need[*]} from Debian's archive"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if docker info >/dev/null 2>&1; then
+  exit 0
+fi
+if [ "$(ps -o comm= -p 1)" = systemd ]; then
+  systemctl start docker
+else
+  echo "engine: starting dockerd (log: /var/log/gpuprov-dockerd.log)"
+  setsid dockerd >/var/log/gpuprov-dockerd.log 2>&1 < /dev/null &
+fi
+for _ in $(seq 1 60); do
+  docker info >/dev/null 2>&1 && exit 0
+  sleep 1
+done
+echo "engine: dockerd did not answer within 60 s; see /var/log/gpuprov-dockerd.log" >&2
+exit 1
