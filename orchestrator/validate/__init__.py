@@ -1,0 +1,9 @@
+"""Validation: the proof that a node is ready.
+
+``health`` checks host state (facts only, no CUDA), ``payload/gpucheck.py`` runs the CUDA
+checks and the NCCL all-reduce sweep where PyTorch is (a container or the host), ``nccl``
+judges the sweep or nccl-tests' output, ``container`` builds the container command and
+diagnoses runtime errors, and ``runner.validate_host`` puts them together for one host.
+"""
+
+from __future__ import annotations

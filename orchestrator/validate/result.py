@@ -1,0 +1,78 @@
+"""The result of one validation check, as the report shows and stores it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Literal, cast
+
+Status = Literal["pass", "fail", "warn", "skip"]
+STATUSES: tuple[Status, ...] = ("pass", "fail", "warn", "skip")
+Value = float | int | str | None
+
+SIMULATED = "skipped: simulated GPU (lab host); this check needs a real GPU and CUDA"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check: what was measured (`value`) against what was required (`limit`).
+
+    `diagnosis` is empty on pass; otherwise it says what is wrong and how to fix it.
+    `gpu` names the GPU index for per-GPU checks, None for host-wide ones.
+    """
+
+    name: str
+    status: Status
+    value: Value
+    limit: Value
+    unit: str
+    diagnosis: str = ""
+    gpu: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"check {self.name}: status {self.status!r} not in {STATUSES}")
+
+    @property
+    def label(self) -> str:
+        """Name with the GPU index, as the report's table shows it."""
+        return self.name if self.gpu is None else f"{self.name}[gpu{self.gpu}]"
+
+    def to_dict(self) -> dict[str, Value]:
+        return cast("dict[str, Value]", asdict(self))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> CheckResult:
+        """Build from the payload's JSON; unknown keys are ignored, bad types raise ValueError."""
+        status = str(data.get("status", ""))
+        if status not in STATUSES:
+            raise ValueError(f"check {data.get('name')!r}: status {status!r} not in {STATUSES}")
+        gpu = data.get("gpu")
+        return cls(
+            name=str(data["name"]),
+            status=status,
+            value=_value(data.get("value")),
+            limit=_value(data.get("limit")),
+            unit=str(data.get("unit", "")),
+            diagnosis=str(data.get("diagnosis", "")),
+            gpu=gpu if isinstance(gpu, int) and not isinstance(gpu, bool) else None,
+        )
+
+
+def _value(raw: object) -> Value:
+    if raw is None or (isinstance(raw, (int, float, str)) and not isinstance(raw, bool)):
+        return raw
+    return str(raw)
+
+
+def skipped(name: str, diagnosis: str, *, unit: str = "", gpu: int | None = None) -> CheckResult:
+    return CheckResult(name, "skip", None, None, unit, diagnosis, gpu)
+
+
+def failed(results: Iterable[CheckResult]) -> list[CheckResult]:
+    """The results that make a host fail (warn and skip do not)."""
+    return [r for r in results if r.status == "fail"]
+
+
+def host_ok(results: Iterable[CheckResult]) -> bool:
+    return not failed(results)
