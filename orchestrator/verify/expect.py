@@ -1,0 +1,106 @@
+"""What a host should look like, derived from its plan and inventory variables (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.errors import PolicyError
+
+DEFAULT_ROLES = ("nvidia_driver", "docker", "nvidia_container_toolkit")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    host: str
+    roles: tuple[str, ...]
+    driver_version: str | None  # exact upstream version, e.g. "535.261.03"; None: not pinned
+    driver_flavour: str | None  # "open" | "proprietary" | None (not decided by the plan)
+    fabricmanager: bool | None  # None: unknown (no plan), so the test only checks coherence
+    persistenced: bool
+    toolkit_version: str | None
+    cdi_spec: str
+    daemon_json: str
+    gpu_count: int | None
+    mig_layout: str | None  # name of the selected layout; None when MIG is not planned
+    mig_configs: Mapping[str, Any] | None
+
+    def has_role(self, role: str) -> bool:
+        return role in self.roles
+
+
+def _str_or_none(host: str, name: str, value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise PolicyError(
+        f"{name} must be a string, got {type(value).__name__} {value!r}",
+        host=host,
+        fix=f"set {name} to a quoted string in the inventory",
+    )
+
+
+def _bool_or_none(host: str, name: str, value: object) -> bool | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    raise PolicyError(
+        f"{name} must be true or false, got {value!r}",
+        host=host,
+        fix=f"set {name}: true or {name}: false",
+    )
+
+
+def expectation_from_vars(host: str, variables: Mapping[str, Any]) -> Expectation:
+    """Build the expectation for one host from its merged inventory + plan variables."""
+    roles_value = variables.get("gpuprov_roles", list(DEFAULT_ROLES))
+    if not isinstance(roles_value, (list, tuple)) or not all(
+        isinstance(r, str) for r in roles_value
+    ):
+        raise PolicyError(
+            f"gpuprov_roles must be a list of role names, got {roles_value!r}",
+            host=host,
+            fix="set gpuprov_roles: [nvidia_driver, docker, nvidia_container_toolkit]",
+        )
+    count = variables.get("gpuprov_gpu_count")
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
+        raise PolicyError(
+            f"gpuprov_gpu_count must be an integer, got {count!r}",
+            host=host,
+            fix="remove it (the count detected on the host is used) or set a number",
+        )
+    configs = variables.get("mig_configs")
+    layout = _str_or_none(host, "mig_layout", variables.get("mig_layout"))
+    return Expectation(
+        host=host,
+        roles=tuple(roles_value),
+        driver_version=_str_or_none(
+            host, "nvidia_driver_version", variables.get("nvidia_driver_version")
+        ),
+        driver_flavour=_str_or_none(
+            host, "nvidia_driver_flavour", variables.get("nvidia_driver_flavour")
+        ),
+        fabricmanager=_bool_or_none(
+            host, "nvidia_driver_fabricmanager", variables.get("nvidia_driver_fabricmanager")
+        ),
+        persistenced=bool(variables.get("nvidia_driver_persistenced", True)),
+        toolkit_version=_str_or_none(
+            host,
+            "nvidia_container_toolkit_version",
+            variables.get("nvidia_container_toolkit_version"),
+        ),
+        cdi_spec=str(variables.get("nvidia_container_toolkit_cdi_spec", "/etc/cdi/nvidia.yaml")),
+        daemon_json=str(variables.get("docker_daemon_json_path", "/etc/docker/daemon.json")),
+        gpu_count=count,
+        mig_layout=layout,
+        mig_configs=configs if isinstance(configs, Mapping) else None,
+    )
+
+
+def upstream_version(package_version: str) -> str:
+    """Debian/RPM package version -> upstream part: '1:535.261.03-1~deb12u1' -> '535.261.03'."""
+    version = package_version.split(":", 1)[-1]
+    return version.rsplit("-", 1)[0] if "-" in version else version

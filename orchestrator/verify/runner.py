@@ -1,0 +1,150 @@
+"""Run the verification suite with pytest + testinfra and fold its JUnit XML into results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import HostError
+from orchestrator.validate.result import CheckResult, Status
+
+SUITE = Path(__file__).resolve().parent / "suite"
+
+
+@dataclass(frozen=True)
+class VerifyRun:
+    """Per-host results of one suite run, and where its JUnit XML lies."""
+
+    results: Mapping[str, tuple[CheckResult, ...]]
+    junit: Path
+    returncode: int
+
+
+def suite_command(
+    inventory: Path,
+    pattern: str,
+    junit: Path,
+    expect_file: Path | None,
+    workers: int,
+) -> list[str]:
+    """The pytest command line; also what a user runs to use the suite directly."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(SUITE),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rfEs",
+        f"--hosts=ansible://{pattern}",
+        f"--ansible-inventory={inventory}",
+        f"--junitxml={junit}",
+        "-o",
+        "junit_family=xunit2",
+    ]
+    if expect_file is not None:
+        cmd.append(f"--gpuprov-expect={expect_file}")
+    if workers > 1:
+        cmd += ["-n", str(workers)]
+    return cmd
+
+
+def run_suite(
+    inventory: Path,
+    pattern: str,
+    workdir: Path,
+    plan_vars: Mapping[str, Mapping[str, Any]] | None = None,
+    workers: int = 1,
+    stream: bool = True,
+) -> VerifyRun:
+    """Run the suite against the hosts matching `pattern`; returns results per host."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    junit = workdir / "verify-junit.xml"
+    expect_file = None
+    if plan_vars:
+        expect_file = workdir / "verify-expect.json"
+        expect_file.write_text(json.dumps(plan_vars, indent=2, sort_keys=True))
+    env = dict(os.environ)
+    # testinfra calls ansible-inventory: use the one next to this interpreter.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    cmd = suite_command(inventory, pattern, junit, expect_file, workers)
+    proc = subprocess.run(
+        cmd,
+        env=env,
+        stdout=None if stream else subprocess.PIPE,
+        stderr=subprocess.STDOUT if not stream else None,
+        text=True,
+        check=False,
+    )
+    if not junit.exists():
+        detail = "" if stream else (proc.stdout or "")[-2000:]
+        raise HostError(
+            f"the verification suite did not run (pytest exit {proc.returncode}) {detail}",
+            fix="run the command by hand to see why: " + " ".join(cmd),
+        )
+    return VerifyRun(parse_junit(junit.read_text()), junit, proc.returncode)
+
+
+def _host_and_name(testcase: ET.Element) -> tuple[str, str]:
+    """'test_x[ansible://node-1]' -> ('node-1', 'test_x')."""
+    name = testcase.get("name", "")
+    base, _, param = name.partition("[")
+    param = param.rstrip("]")
+    host = param.split("://", 1)[1] if "://" in param else param
+    return host or "?", base.removeprefix("test_")
+
+
+def parse_junit(xml_text: str) -> dict[str, tuple[CheckResult, ...]]:
+    """JUnit XML of the suite -> {host: (CheckResult, ...)} in test order."""
+    root = ET.fromstring(xml_text)
+    per_host: dict[str, list[CheckResult]] = {}
+    for case in root.iter("testcase"):
+        host, name = _host_and_name(case)
+        status: Status = "pass"
+        diagnosis = ""
+        outcomes: tuple[tuple[str, Status], ...] = (
+            ("failure", "fail"),
+            ("error", "fail"),
+            ("skipped", "skip"),
+        )
+        for tag, mapped in outcomes:
+            el = case.find(tag)
+            if el is not None:
+                status = mapped
+                diagnosis = _message(el)
+                break
+        per_host.setdefault(host, []).append(
+            CheckResult(
+                name=f"verify.{name}",
+                status=status,
+                value=None,
+                limit=None,
+                unit="",
+                diagnosis=diagnosis,
+            )
+        )
+    return {h: tuple(r) for h, r in per_host.items()}
+
+
+def _message(el: ET.Element) -> str:
+    """The assertion's own message: the first 'AssertionError: ...' line, else the summary."""
+    message = el.get("message", "") or ""
+    text = el.text or ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("E ") and "AssertionError:" in stripped:
+            return stripped.split("AssertionError:", 1)[1].strip()
+    first = message.splitlines()[0] if message else ""
+    return first.removeprefix("AssertionError: ").removeprefix("Skipped: ").strip()
+
+
+def passed(results: Sequence[CheckResult]) -> bool:
+    return all(r.status != "fail" for r in results)

@@ -1,0 +1,1 @@
+"""The testinfra suite run by ``provision verify`` (see ``orchestrator.verify``)."""

@@ -1,0 +1,86 @@
+"""The verification suite's pure parts: expectations from variables, JUnit folding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import PolicyError
+from orchestrator.verify.expect import expectation_from_vars, upstream_version
+from orchestrator.verify.runner import parse_junit, suite_command
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_expectation_from_plan_vars() -> None:
+    e = expectation_from_vars(
+        "n1",
+        {
+            "gpuprov_roles": ["nvidia_driver"],
+            "nvidia_driver_version": "535.261.03",
+            "nvidia_driver_flavour": "open",
+            "nvidia_driver_fabricmanager": True,
+            "gpuprov_gpu_count": 8,
+        },
+    )
+    assert e.has_role("nvidia_driver") and not e.has_role("docker")
+    assert (e.driver_version, e.driver_flavour, e.fabricmanager, e.gpu_count) == (
+        "535.261.03",
+        "open",
+        True,
+        8,
+    )
+
+
+def test_expectation_defaults_without_plan() -> None:
+    e = expectation_from_vars("n1", {})
+    assert e.roles == ("nvidia_driver", "docker", "nvidia_container_toolkit")
+    assert e.driver_version is None and e.fabricmanager is None
+    assert e.cdi_spec == "/etc/cdi/nvidia.yaml"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("gpuprov_roles", "docker"),
+        ("nvidia_driver_fabricmanager", "yes"),
+        ("gpuprov_gpu_count", "8"),
+        ("nvidia_driver_version", ["535"]),
+    ],
+)
+def test_wrong_types_name_host_and_variable(name: str, value: object) -> None:
+    with pytest.raises(PolicyError) as info:
+        expectation_from_vars("node-7", {name: value})
+    assert "node-7" in str(info.value) and name in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("package", "upstream"),
+    [
+        ("535.261.03-1~deb12u1", "535.261.03"),
+        ("1:580.159.04-0ubuntu1", "580.159.04"),
+        ("580.159.04", "580.159.04"),
+        ("1.17.8-1", "1.17.8"),
+    ],
+)
+def test_upstream_version(package: str, upstream: str) -> None:
+    assert upstream_version(package) == upstream
+
+
+def test_parse_junit_folds_per_host_with_assertion_messages() -> None:
+    results = parse_junit((DATA / "verify-junit-localhost.xml").read_text())
+    assert list(results) == ["localhost"]
+    by_name = {r.name: r for r in results["localhost"]}
+    failed = by_name["verify.loaded_module_matches_plan"]
+    assert failed.status == "fail"
+    assert failed.diagnosis.startswith("no nvidia kernel module is loaded")
+    assert by_name["verify.fabricmanager_iff_planned"].status == "pass"
+    skipped = by_name["verify.dkms_module_built_for_running_kernel"]
+    assert skipped.status == "skip" and "DKMS" in skipped.diagnosis
+
+
+def test_suite_command_is_usable_directly(tmp_path: Path) -> None:
+    cmd = suite_command(Path("inv.ini"), "gpu_nodes", tmp_path / "j.xml", None, workers=4)
+    assert "--hosts=ansible://gpu_nodes" in cmd and "--ansible-inventory=inv.ini" in cmd
+    assert cmd[-2:] == ["-n", "4"]
