@@ -34,7 +34,9 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     def d(value: object) -> object:
         return argparse.SUPPRESS if suppress else value
 
-    parser.add_argument("-i", "--inventory", default=d(None), help="Ansible inventory (INI or YAML)")
+    parser.add_argument(
+        "-i", "--inventory", default=d(None), help="Ansible inventory (INI or YAML)"
+    )
     parser.add_argument("--limit", default=d(None), help="Ansible host pattern")
     parser.add_argument(
         "--check", action="store_true", default=d(False), help="apply in check mode with diff"
@@ -93,8 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--profile", default="p5.48xlarge", help="profile name or YAML path")
     up.add_argument("--count", type=int, default=2)
     up.add_argument("--os", dest="lab_os", choices=("debian12", "debian13"), default="debian12")
-    lab.add_parser("status", help="show the lab's hosts")
-    lab.add_parser("down", help="remove every container, network and volume the lab made")
+    status = lab.add_parser("status", help="show the lab's hosts")
+    down = lab.add_parser("down", help="remove every container, network and volume the lab made")
+    for lab_parser in (up, status, down):
+        lab_parser.add_argument(
+            "--name", default=None, help="lab name (default: $GPUPROV_LAB, else gpuprov)"
+        )
+    images = lab.add_parser("images", help="build the test-host images (cached by recipe)")
+    images.add_argument("--os", dest="lab_os", choices=("debian12", "debian13"), default=None)
     return parser
 
 
@@ -114,8 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"provision: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("provision: interrupted; hosts may be half-applied (see the run's artifacts)",
-              file=sys.stderr)
+        print(
+            "provision: interrupted; hosts may be half-applied (see the run's artifacts)",
+            file=sys.stderr,
+        )
         return EXIT_HOST_FAILED
 
 

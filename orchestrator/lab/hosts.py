@@ -1,0 +1,402 @@
+"""Test hosts: systemd containers reached over SSH on 127.0.0.1 (up, status, down).
+
+Docker labels are the lab's source of truth: every container, volume and network a lab
+makes carries `gpuprov.lab=<name>`, so `down` removes exactly those and `status` needs no
+state file. Keys, the inventory and the hosts' profile copies live in `.lab/<name>/`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import BadInputError, LabError
+from orchestrator.lab import engine, images, keys, labinventory
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+LAB_LABEL = "gpuprov.lab"
+DEFAULT_LAB = "gpuprov"
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
+SSH_WAIT_S = 120.0
+
+Say = Callable[[str], object]
+
+
+@dataclass(frozen=True)
+class LabPaths:
+    """Where a lab keeps its files on this machine."""
+
+    root: Path
+
+    @property
+    def key(self) -> Path:
+        return self.root / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.root / "known_hosts"
+
+    @property
+    def inventory(self) -> Path:
+        return self.root / "inventory.ini"
+
+    def host_dir(self, host: str) -> Path:
+        return self.root / "hosts" / host
+
+    def host_key(self, host: str) -> Path:
+        return self.host_dir(host) / "ssh_host_ed25519_key"
+
+    def profile(self, host: str) -> Path:
+        return self.host_dir(host) / "profile.yaml"
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """Everything `docker create` needs for one test host."""
+
+    lab: str
+    name: str
+    os: str
+    profile: str
+    port: int
+    image: str
+    network: str
+    profile_file: Path
+    gpusim_dir: Path | None
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {
+            LAB_LABEL: self.lab,
+            f"{LAB_LABEL}.host": self.name,
+            f"{LAB_LABEL}.os": self.os,
+            f"{LAB_LABEL}.profile": self.profile,
+            f"{LAB_LABEL}.port": str(self.port),
+        }
+
+    @property
+    def volumes(self) -> dict[str, str]:
+        """Named volume -> mount point. /var/lib/docker: Docker runs inside (overlay2 needs a
+        real file system, not the container's overlay); the PCI tree: the simulator's sysfs."""
+        return {
+            f"{self.name}-docker": "/var/lib/docker",
+            f"{self.name}-pci": "/sys/bus/pci/devices",
+        }
+
+
+@dataclass(frozen=True)
+class LabHost:
+    """A test host as `lab status` shows it."""
+
+    name: str
+    os: str
+    profile: str
+    port: int
+    state: str
+
+
+@dataclass(frozen=True)
+class Removed:
+    containers: tuple[str, ...]
+    volumes: tuple[str, ...]
+    networks: tuple[str, ...]
+
+
+def lab_name(value: str | None) -> str:
+    """The lab's name: the option, else $GPUPROV_LAB, else "gpuprov"; validated."""
+    name = value or os.environ.get("GPUPROV_LAB") or DEFAULT_LAB
+    if not NAME_RE.match(name):
+        raise BadInputError(
+            f"lab name {name!r} is not usable in container names",
+            fix="use 1-31 lower-case letters, digits and dashes (e.g. --name driver)",
+        )
+    return name
+
+
+def lab_paths(lab: str) -> LabPaths:
+    base = Path(os.environ.get("GPUPROV_LAB_DIR") or REPO_ROOT / ".lab")
+    return LabPaths(base / lab)
+
+
+def host_names(lab: str, os_name: str, count: int) -> list[str]:
+    """`<lab>-deb12-1`, ...: the lab's name keeps labs apart (container names, fact cache)."""
+    short = os_name.replace("debian", "deb")
+    return [f"{lab}-{short}-{i}" for i in range(1, count + 1)]
+
+
+def resolve_profile(profile: str, profiles_dir: Path) -> Path:
+    """A profile name (tests/lab/profiles/<name>.yaml) or a path to a profile file."""
+    candidate = Path(profile)
+    if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
+        return candidate.resolve()
+    by_name = profiles_dir / f"{profile}.yaml"
+    if by_name.is_file():
+        return by_name
+    known = sorted(p.stem for p in profiles_dir.glob("*.yaml")) if profiles_dir.is_dir() else []
+    raise BadInputError(
+        f"no lab profile {profile!r} (looked for {candidate} and {by_name})",
+        fix=f"use one of: {', '.join(known) or '(none found)'}, or a path to a profile YAML",
+    )
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now; the container keeps it for its whole life."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((keys.LOOPBACK, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def create_args(spec: HostSpec) -> list[str]:
+    """`docker create` arguments for a test host (pure; the security-relevant part is tested).
+
+    systemd runs as PID 1 with every capability except SYS_MODULE (a test host must never
+    load a module, such as the nvidia.ko DKMS builds in there, into this machine's kernel)
+    and SYS_RESOURCE (`--privileged` fails on this kind of machine). SSH is published on
+    127.0.0.1 only. `--restart unless-stopped` brings the host back after `reboot` (systemd
+    exits; Docker starts the same container again: same port, host keys and disk).
+    """
+    args = [
+        "create",
+        "--name",
+        spec.name,
+        "--hostname",
+        spec.name,
+        "--network",
+        spec.network,
+        "--publish",
+        f"{keys.LOOPBACK}:{spec.port}:22",
+        "--restart",
+        "unless-stopped",
+        "--stop-signal",
+        "SIGRTMIN+3",
+        "--cap-add",
+        "ALL",
+        "--cap-drop",
+        "SYS_MODULE",
+        "--cap-drop",
+        "SYS_RESOURCE",
+        "--security-opt",
+        "seccomp=unconfined",
+        "--cgroupns",
+        "host",
+        "--volume",
+        "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+        "--tmpfs",
+        "/run",
+        "--tmpfs",
+        "/run/lock",
+        "--tmpfs",
+        "/tmp",
+        "--volume",
+        f"{spec.profile_file}:/etc/gpusim/profile.yaml:ro",
+    ]
+    for volume, target in spec.volumes.items():
+        args += ["--volume", f"{volume}:{target}"]
+    if spec.gpusim_dir is not None:
+        args += ["--volume", f"{spec.gpusim_dir}:/opt/gpusim:ro"]
+    for key, value in sorted(spec.labels.items()):
+        args += ["--label", f"{key}={value}"]
+    return [*args, spec.image]
+
+
+def ssh_command(paths: LabPaths, port: int, *command: str) -> list[str]:
+    """An ssh command line to a test host with the lab's key and pinned known_hosts only."""
+    return [
+        "ssh",
+        "-F",
+        "/dev/null",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ConnectTimeout=3",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        f"UserKnownHostsFile={paths.known_hosts}",
+        "-o",
+        "IdentitiesOnly=yes",
+        "-i",
+        str(paths.key),
+        "-p",
+        str(port),
+        f"root@{keys.LOOPBACK}",
+        *command,
+    ]
+
+
+def wait_for_ssh(paths: LabPaths, ports: Mapping[str, int], timeout: float = SSH_WAIT_S) -> None:
+    """Return once every host runs a command over SSH; LabError naming the laggards if not."""
+    pending = dict(ports)
+    deadline = time.monotonic() + timeout
+    while pending:
+        for host, port in list(pending.items()):
+            proc = subprocess.run(
+                ssh_command(paths, port, "true"), capture_output=True, timeout=30, check=False
+            )
+            if proc.returncode == 0:
+                del pending[host]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            names = ", ".join(sorted(pending))
+            raise LabError(
+                f"SSH did not answer within {timeout:.0f} s on {names}",
+                fix=f"look at `docker logs {sorted(pending)[0]}`; `provision lab down` and retry",
+            )
+        time.sleep(0.5)
+
+
+def to_lab_host(container: engine.Container) -> LabHost:
+    labels = container.labels
+    return LabHost(
+        name=labels.get(f"{LAB_LABEL}.host", container.name),
+        os=labels.get(f"{LAB_LABEL}.os", "?"),
+        profile=labels.get(f"{LAB_LABEL}.profile", "?"),
+        port=int(labels.get(f"{LAB_LABEL}.port", "0")),
+        state=container.state,
+    )
+
+
+def status(lab: str) -> list[LabHost]:
+    return [to_lab_host(c) for c in engine.containers({LAB_LABEL: lab})]
+
+
+def _write_access(lab: str, paths: LabPaths, hosts: Sequence[LabHost], gateway: str) -> Path:
+    """known_hosts (pinned host keys) and the inventory for every host of the lab."""
+    entries = [
+        keys.KnownHost(h.port, paths.host_key(h.name).with_suffix(".pub").read_text())
+        for h in hosts
+        if paths.host_key(h.name).with_suffix(".pub").exists()
+    ]
+    paths.known_hosts.write_text(keys.render_known_hosts(entries))
+    return labinventory.write(
+        paths.root,
+        lab,
+        [labinventory.InventoryHost(h.name, h.port, h.os, h.profile) for h in hosts],
+        key=paths.key,
+        known_hosts=paths.known_hosts,
+        gateway=gateway,
+        fleet_group_vars=REPO_ROOT / "inventory" / "group_vars",
+    )
+
+
+def _ensure_network(lab: str) -> str:
+    name = f"gpuprov-lab-{lab}"
+    if name not in engine.networks({LAB_LABEL: lab}):
+        engine.docker(["network", "create", "--label", f"{LAB_LABEL}={lab}", name])
+    return name
+
+
+def _create(spec: HostSpec, paths: LabPaths) -> None:
+    for volume in spec.volumes:
+        engine.docker(["volume", "create", "--label", f"{LAB_LABEL}={spec.lab}", volume])
+    engine.docker(create_args(spec))
+    seed = keys.seed_archive(paths.host_key(spec.name), paths.key.with_suffix(".pub").read_text())
+    engine.docker(["cp", "-", f"{spec.name}:/"], stdin=seed)
+    engine.docker(["start", spec.name])
+
+
+def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) -> Path:
+    """Start `count` hosts of `os_name` with `profile` (reusing running ones); return the
+    inventory path. Hosts of the lab with another OS stay and stay in the inventory."""
+    if count < 1:
+        raise BadInputError(f"--count {count} starts no host", fix="give --count 1 or more")
+    recipe = images.recipe_for(os_name)
+    profile_src = resolve_profile(profile, REPO_ROOT / "tests" / "lab" / "profiles")
+    profile_name = profile_src.stem
+    engine.require_engine()
+    paths = lab_paths(lab)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    image = images.ensure(recipe, REPO_ROOT / ".cache" / "lab", say=say)
+    keys.keygen(paths.key, f"gpuprov-lab-{lab}")
+    network = _ensure_network(lab)
+    gpusim = REPO_ROOT / "tests" / "lab" / "gpusim"
+    if not gpusim.is_dir():
+        say(f"lab: warning: {gpusim} is missing; the hosts get no GPU simulator")
+
+    existing = {h.name: h for h in status(lab)}
+    started: dict[str, int] = {}
+    for name in host_names(lab, os_name, count):
+        old = existing.get(name)
+        if old is not None:
+            if old.profile != profile_name:
+                raise BadInputError(
+                    f"lab {lab!r} already has {name} with profile {old.profile}, "
+                    f"not {profile_name}",
+                    host=name,
+                    fix=f"`provision lab down --name {lab}` first, or use another --name",
+                )
+            if old.state != "running":
+                engine.docker(["start", name])
+            started[name] = old.port
+            continue
+        keys.keygen(paths.host_key(name), name)
+        paths.profile(name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(profile_src, paths.profile(name))
+        spec = HostSpec(
+            lab=lab,
+            name=name,
+            os=os_name,
+            profile=profile_name,
+            port=free_port(),
+            image=image,
+            network=network,
+            profile_file=paths.profile(name),
+            gpusim_dir=gpusim if gpusim.is_dir() else None,
+        )
+        _create(spec, paths)
+        started[name] = spec.port
+    inventory = _write_access(lab, paths, status(lab), engine.network_gateway(network))
+    wait_for_ssh(paths, started)
+    return inventory
+
+
+def down(lab: str) -> Removed:
+    """Remove every container, volume and network labelled with the lab, its files under
+    .lab/<lab>/ and its hosts' cached Ansible facts."""
+    found = engine.containers({LAB_LABEL: lab})
+    names = tuple(c.name for c in found)
+    if names:
+        engine.docker(["rm", "--force", "--volumes", *names])
+    vols = tuple(engine.volumes({LAB_LABEL: lab}))
+    if vols:
+        engine.docker(["volume", "rm", *vols])
+    nets = tuple(engine.networks({LAB_LABEL: lab}))
+    if nets:
+        engine.docker(["network", "rm", *nets])
+    shutil.rmtree(lab_paths(lab).root, ignore_errors=True)
+    _forget_facts(to_lab_host(c).name for c in found)
+    return Removed(names, vols, nets)
+
+
+def _forget_facts(hosts: Iterable[str]) -> None:
+    """A new host of the same name must not inherit the old one's cached facts."""
+    cache = REPO_ROOT / ".cache" / "facts"
+    for host in hosts:
+        (cache / host).unlink(missing_ok=True)
+
+
+def render_status(lab: str, hosts: Sequence[LabHost]) -> str:
+    """The `lab status` table (pure)."""
+    if not hosts:
+        return f"lab {lab}: no hosts (start some with `provision lab up --name {lab}`)\n"
+    header = ("HOST", "OS", "PROFILE (simulated GPUs)", "SSH", "STATE")
+    rows = [
+        (h.name, h.os, h.profile, f"{keys.LOOPBACK}:{h.port}", h.state)
+        for h in sorted(hosts, key=lambda h: h.name)
+    ]
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *rows)
+    ]
+    lines.append(f"lab {lab}: {len(hosts)} host(s); GPUs are simulated (gpusim), not real.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,98 @@
+"""The lab's Ansible inventory: `.lab/<name>/inventory.ini` and its `group_vars/`.
+
+Hosts are in `gpu_nodes` (what the site playbook targets) and in `lab` (lab policy).
+Ansible loads the `group_vars/` beside an INI inventory, so the fleet policy of
+`inventory/group_vars/` is linked in and `lab.yml` adds the lab's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class InventoryHost:
+    name: str
+    port: int
+    os: str
+    profile: str
+
+
+def render_inventory(
+    lab: str, hosts: Sequence[InventoryHost], *, key: Path, known_hosts: Path
+) -> str:
+    lines = [
+        f"# Written by `provision lab up` for lab {lab!r}; rewritten on every `lab up`.",
+        "# The GPUs on these hosts are SIMULATED (gpusim): no CUDA, no real NVLink.",
+        "",
+        "[gpu_nodes]",
+    ]
+    for h in sorted(hosts, key=lambda h: h.name):
+        lines.append(
+            f"{h.name} ansible_host=127.0.0.1 ansible_port={h.port} "
+            f"gpuprov_lab_os={h.os} gpuprov_lab_profile={h.profile}"
+        )
+    lines += ["", "[lab]"]
+    lines += sorted(h.name for h in hosts)
+    lines += [
+        "",
+        "[lab:vars]",
+        "ansible_user=root",
+        f"ansible_ssh_private_key_file={key.resolve()}",
+        # Host keys were made by the lab and pinned here before the first connection.
+        f"ansible_ssh_common_args='-o UserKnownHostsFile={known_hosts.resolve()}'",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def render_lab_vars(lab: str, gateway: str) -> str:
+    return f"""\
+---
+# Lab policy for lab {lab!r}, written by `provision lab up`: applies to the lab's hosts
+# only (group `lab`), on top of the fleet policy linked in beside this file.
+
+# Marks the host as a lab host: its GPUs are simulated (gpusim), reports say so.
+gpuprov_lab: true
+gpuprov_lab_name: {lab}
+# This machine as the test hosts reach it (the Docker network's gateway): serves the
+# local apt repository of test doubles.
+gpuprov_lab_gateway: {gateway}
+
+# Install Debian's own nvidia-driver packages (non-free): no NVIDIA repository is
+# reachable from the lab.
+nvidia_driver_source: distribution
+
+# --- Local apt repository of test doubles (tests/lab/aptrepo/) -----------------------
+# Settings for the signed local repository (nvidia-container-toolkit,
+# nvidia-fabricmanager-<branch>, libnvidia-nscq-<branch> stand-ins) go here.
+# --- end of the test-double repository settings ---------------------------------------
+"""
+
+
+def write(
+    root: Path,
+    lab: str,
+    hosts: Sequence[InventoryHost],
+    *,
+    key: Path,
+    known_hosts: Path,
+    gateway: str,
+    fleet_group_vars: Path,
+) -> Path:
+    """Write inventory.ini and group_vars/ under `root`; return the inventory path."""
+    group_vars = root / "group_vars"
+    group_vars.mkdir(parents=True, exist_ok=True)
+    for old in group_vars.iterdir():
+        if old.is_symlink():
+            old.unlink()
+    if fleet_group_vars.is_dir():
+        for src in sorted(fleet_group_vars.iterdir()):
+            if src.name != "lab.yml":
+                (group_vars / src.name).symlink_to(src.resolve())
+    (group_vars / "lab.yml").write_text(render_lab_vars(lab, gateway))
+    inventory = root / "inventory.ini"
+    inventory.write_text(render_inventory(lab, hosts, key=key, known_hosts=known_hosts))
+    return inventory

@@ -1,0 +1,77 @@
+"""The lab inventory: parsed by ansible-core itself, with lab policy beside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+from ansible.vars.manager import VariableManager
+
+from orchestrator.lab import labinventory
+
+HOSTS = [
+    labinventory.InventoryHost("t-deb13-1", 40101, "debian13", "p5.48xlarge"),
+    labinventory.InventoryHost("t-deb12-1", 40100, "debian12", "p5.48xlarge"),
+]
+
+
+def write(tmp_path: Path) -> Path:
+    fleet = tmp_path / "fleet_group_vars"
+    fleet.mkdir()
+    (fleet / "all.yml").write_text("---\ngpuprov_roles:\n  - nvidia_driver\n")
+    return labinventory.write(
+        tmp_path / "lab",
+        "t",
+        HOSTS,
+        key=tmp_path / "lab" / "id_ed25519",
+        known_hosts=tmp_path / "lab" / "known_hosts",
+        gateway="172.18.0.1",
+        fleet_group_vars=fleet,
+    )
+
+
+def test_ansible_reads_hosts_groups_and_connection_vars(tmp_path: Path) -> None:
+    inventory = write(tmp_path)
+    loader = DataLoader()
+    manager = InventoryManager(loader=loader, sources=[str(inventory)])
+    variables = VariableManager(loader=loader, inventory=manager)
+    assert sorted(h.name for h in manager.get_hosts("gpu_nodes")) == ["t-deb12-1", "t-deb13-1"]
+    assert sorted(h.name for h in manager.get_hosts("lab")) == ["t-deb12-1", "t-deb13-1"]
+    hv = variables.get_vars(host=manager.get_host("t-deb13-1"))
+    assert hv["ansible_host"] == "127.0.0.1"
+    assert hv["ansible_port"] == 40101
+    assert hv["ansible_user"] == "root"
+    assert hv["gpuprov_lab_os"] == "debian13"
+    assert hv["ansible_ssh_private_key_file"] == str((tmp_path / "lab" / "id_ed25519").resolve())
+    known = (tmp_path / "lab" / "known_hosts").resolve()
+    assert hv["ansible_ssh_common_args"] == f"-o UserKnownHostsFile={known}"
+    # Fleet policy (linked) and lab policy (group `lab`) both apply.
+    assert hv["gpuprov_roles"] == ["nvidia_driver"]
+    assert hv["gpuprov_lab"] is True
+    assert hv["gpuprov_lab_gateway"] == "172.18.0.1"
+    assert hv["nvidia_driver_source"] == "distribution"
+
+
+def test_rewrite_keeps_one_link_per_fleet_file(tmp_path: Path) -> None:
+    write(tmp_path)
+    inventory = tmp_path / "lab" / "inventory.ini"
+    (tmp_path / "fleet_group_vars" / "gpu_nodes.yml").write_text("---\n{}\n")
+    labinventory.write(
+        tmp_path / "lab",
+        "t",
+        HOSTS[:1],
+        key=tmp_path / "lab" / "id_ed25519",
+        known_hosts=tmp_path / "lab" / "known_hosts",
+        gateway="172.18.0.1",
+        fleet_group_vars=tmp_path / "fleet_group_vars",
+    )
+    group_vars = tmp_path / "lab" / "group_vars"
+    assert sorted(p.name for p in group_vars.iterdir()) == ["all.yml", "gpu_nodes.yml", "lab.yml"]
+    assert (group_vars / "all.yml").is_symlink()
+    assert "t-deb13-1" in inventory.read_text()
+    assert "t-deb12-1" not in inventory.read_text()
+
+
+def test_inventory_says_gpus_are_simulated(tmp_path: Path) -> None:
+    assert "SIMULATED" in write(tmp_path).read_text()
