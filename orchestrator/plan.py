@@ -1,0 +1,491 @@
+"""The planner: a pure function of a host's facts, its policy and the GPU catalog.
+
+``plan_host`` returns the ordered roles to apply with their variables and a one-line reason
+each, plus warnings (worth reading, not stopping) and blockers (this host is not touched).
+Bad input that makes the whole run wrong (a pinned branch too old for a GPU, a MIG layout
+that cannot fit) raises a BadInputError subclass instead, before any host is changed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from orchestrator.catalog import Catalog, GpuModel, branch_of, parse_version, version_at_least
+from orchestrator.errors import PolicyError
+from orchestrator.facts import HostFacts, PciDevice
+from orchestrator.policy import Policy
+
+ROLE_ORDER = ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig")
+SOURCE_NAMES = {"cuda": "NVIDIA's CUDA repository", "distribution": "the distribution's archive"}
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    name: str
+    vars: Mapping[str, object]
+    reason: str  # one line: why this role, with these variables
+    change: bool = True  # False: the host already matches; the role should report no change
+
+
+@dataclass(frozen=True)
+class GpuGroup:
+    """GPUs of one model on a host."""
+
+    device_id: int
+    count: int
+    model: str  # catalog model name, or "unknown 10de:xxxx"
+    sku: str | None  # None: not in the catalog
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    host: str
+    simulated: bool
+    gpus: tuple[GpuGroup, ...]
+    nvswitches: int
+    roles: tuple[RolePlan, ...]
+    warnings: tuple[str, ...] = ()
+    blockers: tuple[str, ...] = ()
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self.blockers)
+
+    @property
+    def gpu_summary(self) -> str:
+        """ "2x H200 SXM 141GB (simulated)"; "no GPU" when none."""
+        text = ", ".join(f"{g.count}x {g.model}" for g in self.gpus) or "no GPU"
+        return f"{text} (simulated)" if self.simulated else text
+
+    def role_vars(self) -> dict[str, object]:
+        """Every role variable of the plan, plus `gpuprov_roles`: the host's inventory overlay."""
+        out: dict[str, object] = {}
+        for role in self.roles:
+            out.update(role.vars)
+        out["gpuprov_roles"] = [r.name for r in self.roles]
+        return out
+
+
+@dataclass
+class _Notes:
+    warnings: list[str] = field(default_factory=list)
+    blockers: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _DriverChoice:
+    branch: int
+    version: str | None  # exact version when known (pinned, distribution, already loaded)
+    why: str
+
+
+def _gpu_groups(gpus: Sequence[PciDevice], catalog: Catalog) -> tuple[GpuGroup, ...]:
+    counts: dict[int, int] = {}
+    for gpu in gpus:
+        counts[gpu.device_id] = counts.get(gpu.device_id, 0) + 1
+    groups = []
+    for device_id, count in counts.items():
+        model = catalog.gpu(device_id)
+        groups.append(
+            GpuGroup(
+                device_id=device_id,
+                count=count,
+                model=model.model if model else f"unknown 10de:{device_id:04x}",
+                sku=model.sku if model else None,
+            )
+        )
+    return tuple(groups)
+
+
+def _nvswitch_count(facts: HostFacts, catalog: Catalog, notes: _Notes, gpus: int) -> int:
+    endpoints = 0
+    per_board = 0
+    for dev in facts.nvidia_pci:
+        found = catalog.nvswitch(dev.device_id)
+        if found and found[1]:
+            endpoints += 1
+            per_board = found[0].per_board
+    if endpoints and gpus == 8 and endpoints != per_board:
+        notes.warnings.append(
+            f"{endpoints} NVSwitch devices on the PCI bus; an 8-GPU board of this generation "
+            f"has {per_board}: check the board (a missing switch lowers NVLink bandwidth)"
+        )
+    return endpoints
+
+
+def _flavour(models: Sequence[GpuModel], policy: Policy, notes: _Notes) -> str:
+    needs_open = sorted({m.model for m in models if m.open_modules == "required"})
+    no_open = sorted({m.model for m in models if m.open_modules == "unsupported"})
+    if needs_open and no_open:
+        notes.blockers.append(
+            f"needs both kernel-module flavours: {', '.join(needs_open)} require the open "
+            f"modules, {', '.join(no_open)} need the proprietary ones; fix: split these GPUs "
+            "across hosts"
+        )
+        return "open"
+    if policy.driver_flavour == "open" and no_open:
+        notes.blockers.append(
+            f"nvidia_driver_flavour=open but {', '.join(no_open)} support only the proprietary "
+            "modules; fix: set nvidia_driver_flavour to auto or proprietary for this host"
+        )
+    if policy.driver_flavour == "proprietary" and needs_open:
+        notes.blockers.append(
+            f"nvidia_driver_flavour=proprietary but {', '.join(needs_open)} require the open "
+            "modules; fix: set nvidia_driver_flavour to auto or open for this host"
+        )
+    if policy.driver_flavour != "auto":
+        return policy.driver_flavour
+    return "proprietary" if no_open else "open"
+
+
+def _too_old(models: Sequence[GpuModel], version: str) -> list[GpuModel]:
+    """Models whose minimum driver `version` (a full version or a bare branch) does not meet."""
+    out = []
+    for m in models:
+        if m.min_driver is None:
+            continue
+        if "." in version:
+            if not version_at_least(version, m.min_driver):
+                out.append(m)
+        elif int(version) < branch_of(m.min_driver):
+            out.append(m)
+    return out
+
+
+def _check_pinned_branch(
+    host: str, branch: int, version: str | None, models: Sequence[GpuModel], notes: _Notes
+) -> None:
+    old = _too_old(models, version or str(branch))
+    if old:
+        needs = ", ".join(f"{m.model} needs >= {m.min_driver}" for m in old)
+        raise PolicyError(
+            f"nvidia_driver_branch={branch} is too old for this host's GPUs ({needs})",
+            host=host,
+            fix=f"pin a branch of at least {max(branch_of(m.min_driver or '0') for m in old)}, "
+            'or set nvidia_driver_branch to "" to let the planner choose',
+        )
+    if version is None:
+        for m in models:
+            if m.min_driver and branch_of(m.min_driver) == branch and "." in m.min_driver:
+                notes.warnings.append(
+                    f"{m.model} needs >= {m.min_driver}: the role must install at least that "
+                    f"release of R{branch}"
+                )
+
+
+def _default_branch(
+    models: Sequence[GpuModel], catalog: Catalog, notes: _Notes
+) -> _DriverChoice | None:
+    names = ", ".join(sorted({m.model for m in models}))
+    for branch in catalog.ltsb_branches():
+        if not _too_old(models, str(branch.branch)):
+            return _DriverChoice(branch.branch, None, f"newest LTSB branch supporting {names}")
+    notes.blockers.append(
+        f"no LTSB driver branch in the catalog supports {names}; fix: pin "
+        "nvidia_driver_branch to a branch that does"
+    )
+    return None
+
+
+def _distribution_choice(
+    facts: HostFacts, policy: Policy, models: Sequence[GpuModel], catalog: Catalog, notes: _Notes
+) -> _DriverChoice | None:
+    os_name = f"{facts.os.id} {facts.os.version_id}" if facts.os else "an unknown OS"
+    source = catalog.driver_source(facts.os.id, facts.os.version_id) if facts.os else None
+    if source is None or (not source.any_distribution_branch and not source.distribution):
+        notes.blockers.append(
+            f"the catalog knows no distribution driver for {os_name}; fix: set "
+            "nvidia_driver_source=cuda for this host"
+        )
+        return None
+    if source.any_distribution_branch:
+        if policy.driver_branch is not None:
+            return _DriverChoice(policy.driver_branch, policy.driver_version, "pinned branch")
+        return _default_branch(models, catalog, notes)
+    offers = {d.branch: d for d in source.distribution}
+    if policy.driver_branch is not None and policy.driver_branch not in offers:
+        notes.blockers.append(
+            f"nvidia_driver_branch={policy.driver_branch} is not in {os_name}'s archive (it has "
+            f"{', '.join(d.version for d in source.distribution)}); fix: pin one of those, or "
+            "set nvidia_driver_source=cuda"
+        )
+        return None
+    offer = offers[policy.driver_branch] if policy.driver_branch else source.distribution[-1]
+    old = _too_old(models, offer.version)
+    if old:
+        needs = ", ".join(f"{m.model} needs >= {m.min_driver}" for m in old)
+        notes.blockers.append(
+            f"{os_name}'s archive has driver {offer.version}, too old: {needs}; fix: set "
+            "nvidia_driver_source=cuda (NVIDIA's repository) for this host"
+        )
+        return None
+    return _DriverChoice(offer.branch, offer.version, f"{os_name}'s packaged driver")
+
+
+def _driver_role(
+    facts: HostFacts,
+    policy: Policy,
+    models: Sequence[GpuModel],
+    nvswitches: int,
+    catalog: Catalog,
+    notes: _Notes,
+    today: dt.date | None,
+) -> RolePlan | None:
+    for m in models:
+        if m.min_driver is None:
+            notes.warnings.append(
+                f"the catalog has no verified minimum driver for {m.model}; the branch choice "
+                "cannot be checked against it"
+            )
+    flavour = _flavour(models, policy, notes)
+    if policy.driver_branch is not None:
+        _check_pinned_branch(facts.host, policy.driver_branch, policy.driver_version, models, notes)
+    choice: _DriverChoice | None
+    if policy.driver_source == "distribution":
+        choice = _distribution_choice(facts, policy, models, catalog, notes)
+    else:
+        source = catalog.driver_source(facts.os.id, facts.os.version_id) if facts.os else None
+        if source is None or source.cuda_repo is None:
+            os_name = f"{facts.os.id} {facts.os.version_id}" if facts.os else "an unknown OS"
+            notes.blockers.append(
+                f"NVIDIA's CUDA repository has no path for {os_name} in the catalog; fix: set "
+                "nvidia_driver_source=distribution, or use a supported OS"
+            )
+            choice = None
+        elif policy.driver_branch is not None:
+            choice = _DriverChoice(policy.driver_branch, policy.driver_version, "pinned branch")
+        else:
+            choice = _default_branch(models, catalog, notes)
+    if choice is None:
+        return None
+    branch_info = catalog.branch(choice.branch)
+    if branch_info is None:
+        notes.warnings.append(f"driver branch R{choice.branch} is not in the catalog")
+    elif today is not None and branch_info.is_eol(today):
+        notes.warnings.append(
+            f"driver branch R{choice.branch} reached end of life in "
+            f"{branch_info.eol:%B %Y}; fix: move to a supported LTSB branch"
+        )
+    if (
+        facts.smi
+        and facts.loaded_driver
+        and facts.smi.driver_version != facts.loaded_driver.version
+    ):
+        notes.warnings.append(
+            f"loaded module is {facts.loaded_driver.version} but NVML reports "
+            f"{facts.smi.driver_version}: driver/library mismatch until a reboot"
+        )
+    fabric = nvswitches > 0
+    loaded = facts.loaded_driver
+    keep = (
+        loaded is not None
+        and branch_of(loaded.version) == choice.branch
+        and loaded.flavour == flavour
+        and choice.version in (None, loaded.version)
+    )
+    version = loaded.version if keep and loaded else (choice.version or "")
+    if keep and loaded:
+        action = f"no change: {loaded.version} {flavour} already loaded"
+    else:
+        target = version or f"R{choice.branch}"
+        action = f"install {target} {flavour} from {SOURCE_NAMES[policy.driver_source]}"
+        action += f" ({choice.why})"
+        if loaded is not None:
+            action = f"replace loaded {loaded.version} {loaded.flavour}: " + action
+            if parse_version(loaded.version) > parse_version(version or f"{choice.branch}.999"):
+                notes.warnings.append(f"driver downgrade from {loaded.version} to {target}")
+            if policy.driver_reboot == "forbid":
+                notes.warnings.append(
+                    "a loaded driver is replaced and nvidia_driver_reboot=forbid: if its modules "
+                    "cannot be unloaded the host stays 'reboot required' (not ok)"
+                )
+        if facts.secure_boot:
+            notes.warnings.append(
+                "Secure Boot is on: modules built by DKMS must be signed with an enrolled key "
+                "(prebuilt signed modules avoid this)"
+            )
+    fabric_reason = _fabric_reason(facts, nvswitches)
+    if fabric and policy.driver_source == "distribution" and facts.os and facts.os.id == "debian":
+        notes.warnings.append(
+            "Debian's archive has no fabric manager: nvidia-fabricmanager and libnvidia-nscq come "
+            f"from NVIDIA's repository at exactly {version or f'the R{choice.branch} release'}"
+        )
+    return RolePlan(
+        name="nvidia_driver",
+        vars={
+            "nvidia_driver_branch": str(choice.branch),
+            "nvidia_driver_version": version,
+            "nvidia_driver_flavour": flavour,
+            "nvidia_driver_source": policy.driver_source,
+            "nvidia_driver_fabricmanager": fabric,
+            "nvidia_driver_reboot": policy.driver_reboot,
+        },
+        reason=f"{action}; {fabric_reason}",
+        change=not keep,
+    )
+
+
+def _fabric_reason(facts: HostFacts, nvswitches: int) -> str:
+    if nvswitches:
+        return f"fabric manager: {nvswitches} NVSwitch devices on the PCI bus"
+    states = {g.fabric_state for g in facts.smi_gpus if g.fabric_state}
+    if states == {"Completed"}:
+        return (
+            "fabric manager: not here, no NVSwitch on the PCI bus (GPUs report fabric state "
+            "Completed: the fabric is managed outside this host, e.g. by the hypervisor)"
+        )
+    return "fabric manager: not needed, no NVSwitch on the PCI bus"
+
+
+def _runtime_roles(facts: HostFacts, policy: Policy, notes: _Notes) -> list[RolePlan]:
+    roles: list[RolePlan] = []
+    docker = facts.runtime.docker_version
+    if "docker" in policy.roles:
+        source = "Docker's repository" if policy.docker_source == "docker" else "the distribution"
+        reason = (
+            f"Docker {docker} present: the role converges its packages and daemon.json"
+            if docker
+            else f"install Docker from {source}"
+        )
+        roles.append(RolePlan("docker", {"docker_source": policy.docker_source}, reason))
+    elif docker is None and "nvidia_container_toolkit" in policy.roles:
+        notes.warnings.append(
+            "nvidia_container_toolkit is planned without docker and no Docker is installed: "
+            "the toolkit has no runtime to configure"
+        )
+    if "nvidia_container_toolkit" in policy.roles:
+        tk = facts.runtime.toolkit_version
+        wanted = policy.toolkit_version or ""
+        if tk and (not wanted or wanted in tk):
+            reason = f"toolkit {tk} present: the role checks the runtime and the CDI spec"
+        else:
+            reason = f"install nvidia-container-toolkit {wanted or '(newest, then held)'}"
+            reason += " and configure the Docker runtime and a CDI spec"
+        roles.append(
+            RolePlan(
+                "nvidia_container_toolkit",
+                {
+                    "nvidia_container_toolkit_version": wanted,
+                    "nvidia_container_toolkit_default_runtime": policy.toolkit_default_runtime,
+                },
+                reason,
+            )
+        )
+    elif policy.toolkit_default_runtime:
+        notes.blockers.append(
+            "nvidia_container_toolkit_default_runtime=true but nvidia_container_toolkit is not "
+            "in gpuprov_roles; fix: add the role, or set the default runtime to false"
+        )
+    return roles
+
+
+def _mig_role(
+    facts: HostFacts, policy: Policy, models: Sequence[GpuModel | None], notes: _Notes
+) -> RolePlan | None:
+    if policy.mig_layout is None:
+        if "mig" in policy.roles:
+            notes.warnings.append("mig is in gpuprov_roles but mig_layout is empty: MIG left as is")
+        return None
+    # Imported here: the MIG layout engine is only needed when a layout is asked for.
+    from orchestrator import mig
+
+    gpus = []
+    for index, model in enumerate(models):
+        if model is None:
+            continue  # an unknown GPU already blocks the host
+        profiles = tuple(
+            mig.GiProfile(
+                name=p.name,
+                profile_id=p.profile_id,
+                total=p.max_count,
+                compute_slices=p.compute_slices,
+                placements=p.placements,
+                size=p.memory_slices,
+            )
+            for p in model.mig_profiles
+        )
+        gpus.append(mig.MigGpu(index, model.model, model.mig, profiles, model.device_ids[0]))
+    config = (
+        mig.parse_config(
+            {"version": "v1", "mig-configs": dict(policy.mig_configs)}, host=facts.host
+        )
+        if policy.mig_configs
+        else mig.MigConfig(layouts={})  # only "disabled" is possible without configs
+    )
+    layouts = mig.validate_layout(facts.host, config, policy.mig_layout, gpus)
+    notes.blockers.extend(
+        c.removeprefix(f"{facts.host}: ")
+        for c in mig.conflicts(facts.host, layouts, needs_multi_gpu_nccl=policy.validation_nccl)
+    )
+    enabled = sum(1 for g in layouts if g.mig_enabled)
+    current = {g.mig_mode_current for g in facts.smi_gpus}
+    if policy.mig_layout == mig.LAYOUT_DISABLED:
+        reason = (
+            "layout disabled: MIG already off"
+            if current <= {"Disabled", None}
+            else "layout disabled: tear MIG down"
+        )
+    else:
+        reason = f"layout {policy.mig_layout}: MIG on {enabled} of {len(gpus)} GPUs"
+    return RolePlan(
+        "mig", {"mig_layout": policy.mig_layout, "mig_configs": dict(policy.mig_configs)}, reason
+    )
+
+
+def plan_host(
+    facts: HostFacts, policy: Policy, catalog: Catalog, *, today: dt.date | None = None
+) -> HostPlan:
+    """Plan one host. `today` enables end-of-life warnings (None keeps the plan date-free)."""
+    notes = _Notes()
+    gpus = sorted(facts.gpus, key=lambda d: d.address)
+    models = [catalog.gpu(d.device_id) for d in gpus]
+    for dev, model in zip(gpus, models, strict=True):
+        if model is None:
+            notes.blockers.append(
+                f"unknown GPU: PCI device 10de:{dev.device_id:04x} at {dev.address} is not in "
+                "the catalog; fix: add it to orchestrator/catalog.yaml from a trusted source, "
+                "or leave this host out (--limit)"
+            )
+    if not gpus:
+        notes.blockers.append(
+            "no NVIDIA GPU on the PCI bus; fix: check the host (passthrough, BIOS) or leave "
+            "it out of gpu_nodes"
+        )
+    known = [m for m in models if m is not None]
+    nvswitches = _nvswitch_count(facts, catalog, notes, len(gpus))
+    roles: list[RolePlan] = []
+    if "nvidia_driver" in policy.roles and known:
+        role = _driver_role(facts, policy, known, nvswitches, catalog, notes, today)
+        if role:
+            roles.append(role)
+    roles.extend(_runtime_roles(facts, policy, notes))
+    mig_role = _mig_role(facts, policy, models, notes)
+    if mig_role:
+        roles.append(mig_role)
+    if facts.simulated:
+        notes.warnings.append("simulated host: GPU facts come from the lab's GPU simulator")
+    roles.sort(key=lambda r: ROLE_ORDER.index(r.name))
+    return HostPlan(
+        host=facts.host,
+        simulated=facts.simulated,
+        gpus=_gpu_groups(gpus, catalog),
+        nvswitches=nvswitches,
+        roles=tuple(roles),
+        warnings=tuple(dict.fromkeys(notes.warnings)),
+        blockers=tuple(notes.blockers),
+    )
+
+
+def plan_fleet(
+    facts: Mapping[str, HostFacts],
+    policies: Mapping[str, Policy],
+    catalog: Catalog,
+    *,
+    today: dt.date | None = None,
+) -> dict[str, HostPlan]:
+    """Plan every host; bad input anywhere raises before any plan is returned."""
+    return {
+        host: plan_host(facts[host], policies[host], catalog, today=today) for host in sorted(facts)
+    }
