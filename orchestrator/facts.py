@@ -20,7 +20,7 @@ class OsInfo:
 
     @property
     def family(self) -> str:
-        """"debian" or "redhat" (Ansible's os_family naming), else the id."""
+        """ "debian" or "redhat" (Ansible's os_family naming), else the id."""
         ids = (self.id, *self.id_like)
         if any(i in ("debian", "ubuntu") for i in ids):
             return "debian"
@@ -94,6 +94,11 @@ class SmiGpu:
     temperature_c: int | None
     fabric_state: str | None = None  # from nvidia-smi -q: "Completed", "In Progress", "N/A"
     fabric_status: str | None = None
+    serial: str | None = None
+    vbios_version: str | None = None
+    subsystem_id: int | None = None  # pci.sub_device_id, e.g. 0x18BF10DE
+    power_limit_w: float | None = None
+    clocks_max_sm_mhz: int | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,30 @@ class RuntimeInfo:
     docker_active: bool | None
     docker_runtimes: tuple[str, ...]  # from docker info, e.g. ("nvidia", "runc")
     toolkit_version: str | None  # nvidia-ctk --version
+    docker_default_runtime: str | None = None
+    docker_cgroup_driver: str | None = None  # "systemd" | "cgroupfs"
+    cdi_specs: tuple[str, ...] = ()  # /etc/cdi/*.yaml and /var/run/cdi/*.yaml paths
+    daemon_config: dict[str, object] | None = None  # /etc/docker/daemon.json; None: absent
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    active: str  # systemctl is-active: "active", "inactive", "failed", "unknown"
+    enabled: str  # systemctl is-enabled: "enabled", "disabled", "masked", "not-found"
+
+    @property
+    def running(self) -> bool:
+        return self.active == "active"
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    """An `NVRM: Xid` line of the kernel log."""
+
+    pci: str  # as the driver prints it: "0000:3b:00"
+    code: int
+    text: str
+    uptime_s: float | None  # seconds since boot (dmesg stamp); None when the line had none
 
 
 @dataclass(frozen=True)
@@ -128,6 +157,10 @@ class HostFacts:
     nvlink_inactive: tuple[tuple[int, int], ...] = ()  # (gpu index, link) reported <inactive>
     packages: dict[str, str] = field(default_factory=dict)  # nvidia/docker package -> version
     errors: tuple[str, ...] = ()  # probe parts that failed (non-fatal)
+    held_packages: frozenset[str] = frozenset()  # apt-mark hold / dnf versionlock
+    services: dict[str, ServiceState] = field(default_factory=dict)  # "docker" -> state
+    xids: tuple[XidEvent, ...] = ()
+    uptime_s: float | None = None  # /proc/uptime when detected; ages Xid events
 
     @property
     def nvidia_pci(self) -> tuple[PciDevice, ...]:
@@ -137,3 +170,9 @@ class HostFacts:
     def gpus(self) -> tuple[PciDevice, ...]:
         """NVIDIA display/3D controllers (PCI class 0x03xxxx)."""
         return tuple(d for d in self.nvidia_pci if d.class_code >> 16 == 0x03)
+
+    @property
+    def nvidia_bridges(self) -> tuple[PciDevice, ...]:
+        """NVIDIA bridge-class devices (0x06xxxx): where NVSwitches appear; the catalog
+        decides which device ids are NVSwitches."""
+        return tuple(d for d in self.nvidia_pci if d.class_code >> 16 == 0x06)

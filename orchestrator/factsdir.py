@@ -1,0 +1,82 @@
+"""Saved raw facts: `DIR/<host>/<file>`, the layout of ../shared/fixtures/real/<host>/.
+
+`provision detect --save DIR` writes it; `provision plan --facts DIR` reads it back. A missing
+file means the tool is absent on that host, so saving replaces a host's directory whole
+(a stale nvidia-smi output from an earlier run must not survive a driver removal).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from orchestrator.errors import BadInputError
+
+RawFacts = dict[str, str]  # file name -> text
+
+
+def _check_name(kind: str, name: str, where: Path) -> None:
+    if not name or name.startswith(".") or "/" in name or "\0" in name:
+        raise BadInputError(
+            f"{kind} name {name!r} cannot be a file name under {where}",
+            fix="use inventory host names without '/' and not starting with '.'",
+        )
+
+
+def load_host(path: Path) -> RawFacts:
+    return {
+        f.name: f.read_text(encoding="utf-8", errors="replace")
+        for f in sorted(path.iterdir())
+        if f.is_file() and not f.name.startswith(".")
+    }
+
+
+def load_dir(path: str | os.PathLike[str]) -> dict[str, RawFacts]:
+    """Every `<host>/` directory under `path` -> its raw outputs."""
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise BadInputError(
+            f"facts directory {root} does not exist or is not a directory",
+            fix="pass a directory written by `provision detect --save DIR`",
+        )
+    hosts = {
+        d.name: load_host(d) for d in sorted(root.iterdir()) if d.is_dir() and d.name[0] != "."
+    }
+    if not hosts:
+        raise BadInputError(
+            f"facts directory {root} holds no host directories",
+            fix="expected DIR/<host>/<file> as `provision detect --save DIR` writes it",
+        )
+    empty = sorted(h for h, files in hosts.items() if not files)
+    if empty:
+        raise BadInputError(
+            f"facts directory {root}: host directories without files: {', '.join(empty)}",
+            fix="remove them or re-run `provision detect --save DIR`",
+        )
+    return hosts
+
+
+def save_host(root: Path, host: str, raw: Mapping[str, str]) -> Path:
+    _check_name("host", host, root)
+    for name in raw:
+        _check_name("file", name, root / host)
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{host}.", dir=root))
+    for name, text in raw.items():
+        (staging / name).write_text(text, encoding="utf-8")
+    target = root / host
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+    return target
+
+
+def save_dir(path: str | os.PathLike[str], raw_by_host: Mapping[str, Mapping[str, str]]) -> Path:
+    """Write `path/<host>/<file>` for every host; each host's directory is replaced whole."""
+    root = Path(path).expanduser()
+    for host, raw in raw_by_host.items():
+        save_host(root, host, raw)
+    return root

@@ -1,0 +1,146 @@
+"""All raw outputs of one host -> HostFacts.
+
+A missing file means the tool is absent (no nvidia-smi before the driver). A file that does
+not parse, or a core command that failed, is recorded in `HostFacts.errors` so that the
+planner and the report can say so; the other facts are still built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+from orchestrator.facts import HostFacts, RuntimeInfo, ServiceState, SmiGpu
+from orchestrator.parsers import names
+from orchestrator.parsers._text import ParseError, split_exit
+from orchestrator.parsers.driver_version import parse_driver_version
+from orchestrator.parsers.kernel_log import parse_kernel_log
+from orchestrator.parsers.nvlink import NvLinkGpu, parse_nvlink_status
+from orchestrator.parsers.os_release import parse_os_release
+from orchestrator.parsers.packages import Packages, parse_dpkg_query, parse_rpm_query
+from orchestrator.parsers.proc_modules import parse_proc_modules
+from orchestrator.parsers.runtime import (
+    parse_cdi_specs,
+    parse_ctk_version,
+    parse_daemon_json,
+    parse_docker_info,
+)
+from orchestrator.parsers.secure_boot import parse_secure_boot
+from orchestrator.parsers.services import parse_services
+from orchestrator.parsers.smi_q import parse_smi_q
+from orchestrator.parsers.smi_query_gpu import parse_query_gpu
+from orchestrator.parsers.smi_version import parse_smi_version
+from orchestrator.parsers.sysfs_pci import parse_sysfs_pci
+
+T = TypeVar("T")
+
+# Commands whose failure means a fact is missing (not merely "tool absent"): reported.
+_MUST_SUCCEED = (
+    names.OS_RELEASE,
+    names.UNAME_R,
+    names.SYSFS_PCI,
+    names.SMI,
+    names.SMI_L,
+    names.SMI_VERSION,
+    names.SMI_QUERY_GPU,
+    names.SMI_Q,
+)
+
+
+class _Collector:
+    def __init__(self, host: str, raw: Mapping[str, str]) -> None:
+        self.host = host
+        self.raw = raw
+        self.errors: list[str] = []
+
+    def parse(self, name: str, parser: Callable[[str], T], default: T) -> T:
+        text = self.raw.get(name)
+        if text is None:
+            return default
+        try:
+            return parser(text)
+        except ParseError as exc:
+            self.errors.append(exc.message)
+            return default
+
+    def check_exits(self) -> None:
+        for name in _MUST_SUCCEED:
+            if name not in self.raw:
+                continue
+            out = split_exit(self.raw[name])
+            if not out.ok:
+                first = next((ln.strip() for ln in out.body.splitlines() if ln.strip()), "")
+                self.errors.append(f"{name}: exit {out.exit_code}: {first}")
+
+
+def _uptime(text: str) -> float | None:
+    try:
+        return float(split_exit(text).body.split()[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def _with_fabric(gpus: tuple[SmiGpu, ...], smi_q_text: str | None) -> tuple[SmiGpu, ...]:
+    if smi_q_text is None:
+        return gpus
+    by_bus = {g.bus_id: g for g in parse_smi_q(smi_q_text).gpus}
+    return tuple(
+        dataclasses.replace(g, fabric_state=q.fabric_state, fabric_status=q.fabric_status)
+        if (q := by_bus.get(g.bus_id))
+        else g
+        for g in gpus
+    )
+
+
+def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
+    c = _Collector(host, raw)
+    c.check_exits()
+    no_gpus: tuple[SmiGpu, ...] = ()
+    smi_gpus = c.parse(names.SMI_QUERY_GPU, parse_query_gpu, no_gpus)
+    smi_gpus = c.parse(names.SMI_Q, lambda t: _with_fabric(smi_gpus, t), smi_gpus)
+    services: dict[str, ServiceState] = c.parse(names.SYSTEMCTL, parse_services, {})
+    packages = (
+        c.parse(names.DPKG_QUERY, parse_dpkg_query, Packages())
+        if names.DPKG_QUERY in raw
+        else c.parse(names.RPM_QUERY, parse_rpm_query, Packages())
+    )
+    docker = c.parse(names.DOCKER_INFO, parse_docker_info, None)
+    docker_service = services.get("docker")
+    runtime = RuntimeInfo(
+        docker_version=docker.server_version if docker else None,
+        docker_active=(
+            docker_service.running
+            if docker_service and docker_service.enabled != "not-found"
+            else (docker.server_version is not None if docker else None)
+        ),
+        docker_runtimes=docker.runtimes if docker else (),
+        toolkit_version=c.parse(names.NVIDIA_CTK_VERSION, parse_ctk_version, None),
+        docker_default_runtime=docker.default_runtime if docker else None,
+        docker_cgroup_driver=docker.cgroup_driver if docker else None,
+        cdi_specs=c.parse(names.CDI_SPECS, parse_cdi_specs, ()),
+        daemon_config=c.parse(names.DOCKER_DAEMON_JSON, parse_daemon_json, None),
+    )
+    no_links: tuple[NvLinkGpu, ...] = ()
+    nvlinks = c.parse(names.SMI_NVLINK_S, parse_nvlink_status, no_links)
+    kernel_log = c.parse(names.KERNEL_LOG, parse_kernel_log, None)
+    return HostFacts(
+        host=host,
+        os=c.parse(names.OS_RELEASE, parse_os_release, None),
+        kernel=split_exit(raw.get(names.UNAME_R, "")).body.strip(),
+        secure_boot=c.parse(names.SECURE_BOOT, parse_secure_boot, None),
+        pci=c.parse(names.SYSFS_PCI, parse_sysfs_pci, ()),
+        loaded_driver=c.parse(names.PROC_DRIVER_VERSION, parse_driver_version, None),
+        loaded_modules=c.parse(names.PROC_MODULES, parse_proc_modules, ()),
+        smi=c.parse(names.SMI_VERSION, parse_smi_version, None),
+        smi_gpus=smi_gpus,
+        runtime=runtime,
+        simulated=names.GPUSIM in raw,
+        nvlink_inactive=tuple((g.index, link) for g in nvlinks for link in g.inactive),
+        packages=dict(packages.versions),
+        errors=tuple(c.errors),
+        held_packages=packages.held,
+        services=services,
+        xids=kernel_log.xids if kernel_log else (),
+        uptime_s=c.parse(names.PROC_UPTIME, _uptime, None),
+    )

@@ -1,0 +1,66 @@
+"""The probe's one-line-per-device dump of `/sys/bus/pci/devices` -> PciDevice.
+
+Line format (the fixture's): `ADDR vendor=0x10de device=0x2335 class=0x030200
+subsystem_vendor=.. subsystem_device=.. current_link_speed="32.0 GT/s PCIe"
+current_link_width=16 max_link_speed=".." max_link_width=16 numa_node=-1 driver=nvidia`.
+Works before any driver is installed: this is where GPUs and NVSwitches are found.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from orchestrator.facts import PciDevice, PciLink
+from orchestrator.parsers._text import ParseError, split_exit
+
+_SOURCE = "sysfs-pci-devices.txt"
+_REQUIRED = ("vendor", "device", "class")
+
+
+def _speed(text: str) -> float | None:
+    # "32.0 GT/s PCIe", "8 GT/s", "Unknown" / "" (VM bridges)
+    try:
+        return float(text.split()[0]) if text else None
+    except ValueError:
+        return None
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text, 0) if text else None
+    except ValueError:
+        return None
+
+
+def parse_pci_line(line: str) -> PciDevice:
+    try:
+        address, *pairs = shlex.split(line)
+    except ValueError as exc:
+        raise ParseError(_SOURCE, f"unbalanced quotes in {line!r}") from exc
+    fields = dict(p.partition("=")[::2] for p in pairs)
+    missing = [k for k in _REQUIRED if _int(fields.get(k, "")) is None]
+    if missing or address.count(":") != 2:
+        raise ParseError(_SOURCE, f"line {line!r} lacks {', '.join(missing) or 'an address'}")
+    numa = _int(fields.get("numa_node", ""))
+    return PciDevice(
+        address=address.lower(),
+        vendor_id=_int(fields["vendor"]) or 0,
+        device_id=_int(fields["device"]) or 0,
+        class_code=_int(fields["class"]) or 0,
+        subsystem_vendor_id=_int(fields.get("subsystem_vendor", "")) or 0,
+        subsystem_device_id=_int(fields.get("subsystem_device", "")) or 0,
+        link=PciLink(
+            current_speed_gts=_speed(fields.get("current_link_speed", "")),
+            current_width=_int(fields.get("current_link_width", "")),
+            max_speed_gts=_speed(fields.get("max_link_speed", "")),
+            max_width=_int(fields.get("max_link_width", "")),
+        ),
+        numa_node=-1 if numa is None else numa,
+        driver=fields.get("driver", ""),
+    )
+
+
+def parse_sysfs_pci(text: str) -> tuple[PciDevice, ...]:
+    return tuple(
+        parse_pci_line(line) for line in split_exit(text).body.splitlines() if line.strip()
+    )
