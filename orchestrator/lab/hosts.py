@@ -295,6 +295,20 @@ def _ensure_network(lab: str) -> str:
     return name
 
 
+def _prepare_simulator(gpusim: Path) -> None:
+    """Run the simulator's own preparation step on this machine (e.g. building its uname
+    shim) before hosts boot, when it has one; what it does is the simulator's business."""
+    prepare = gpusim / "build-shim"
+    if not os.access(prepare, os.X_OK):
+        return
+    proc = subprocess.run([str(prepare)], capture_output=True, check=False)
+    if proc.returncode != 0:
+        raise LabError(
+            f"{prepare} failed (exit {proc.returncode}): {proc.stderr.decode().strip()}",
+            fix="install a C compiler (apt-get install gcc libc6-dev) or read the output",
+        )
+
+
 def _create(spec: HostSpec, paths: LabPaths) -> None:
     for volume in spec.volumes:
         engine.docker(["volume", "create", "--label", f"{LAB_LABEL}={spec.lab}", volume])
@@ -321,6 +335,7 @@ def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) ->
     gpusim = REPO_ROOT / "tests" / "lab" / "gpusim"
     if not gpusim.is_dir():
         say(f"lab: warning: {gpusim} is missing; the hosts get no GPU simulator")
+    _prepare_simulator(gpusim)
 
     existing = {h.name: h for h in status(lab)}
     started: dict[str, int] = {}

@@ -64,6 +64,8 @@ gpuprov_lab_gateway: {gateway}
 # Install Debian's own nvidia-driver packages (non-free): no NVIDIA repository is
 # reachable from the lab.
 nvidia_driver_source: distribution
+# Debian's docker.io: Docker's repository is not reachable from the lab either.
+docker_source: distribution
 
 # --- Local apt repository of test doubles (tests/lab/aptrepo/) -----------------------
 # Settings for the signed local repository (nvidia-container-toolkit,

@@ -51,6 +51,7 @@ def test_ansible_reads_hosts_groups_and_connection_vars(tmp_path: Path) -> None:
     assert hv["gpuprov_lab"] is True
     assert hv["gpuprov_lab_gateway"] == "172.18.0.1"
     assert hv["nvidia_driver_source"] == "distribution"
+    assert hv["docker_source"] == "distribution"
 
 
 def test_rewrite_keeps_one_link_per_fleet_file(tmp_path: Path) -> None:
