@@ -7,6 +7,7 @@ state file. Keys, the inventory and the hosts' profile copies live in `.lab/<nam
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -309,13 +310,26 @@ def _prepare_simulator(gpusim: Path) -> None:
         )
 
 
-def _create(spec: HostSpec, paths: LabPaths) -> None:
+def _create(spec: HostSpec, paths: LabPaths, attempts: int = 3) -> int:
+    """Create, seed and start a host; return its SSH port. Another lab starting at the same
+    moment may take the free port first: then the start fails and a new port is tried."""
     for volume in spec.volumes:
         engine.docker(["volume", "create", "--label", f"{LAB_LABEL}={spec.lab}", volume])
-    engine.docker(create_args(spec))
     seed = keys.seed_archive(paths.host_key(spec.name), paths.key.with_suffix(".pub").read_text())
-    engine.docker(["cp", "-", f"{spec.name}:/"], stdin=seed)
-    engine.docker(["start", spec.name])
+    attempt = 1
+    while True:
+        placed = dataclasses.replace(spec, port=free_port())
+        engine.docker(create_args(placed))
+        engine.docker(["cp", "-", f"{spec.name}:/"], stdin=seed)
+        try:
+            engine.docker(["start", spec.name])
+            return placed.port
+        except LabError as exc:
+            engine.docker(["rm", "--force", spec.name])
+            taken = "address already in use" in str(exc) or "already allocated" in str(exc)
+            if not taken or attempt >= attempts:
+                raise
+            attempt += 1
 
 
 def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) -> Path:
@@ -361,14 +375,13 @@ def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) ->
             name=name,
             os=os_name,
             profile=profile_name,
-            port=free_port(),
+            port=0,
             image=image,
             network=network,
             profile_file=paths.profile(name),
             gpusim_dir=gpusim if gpusim.is_dir() else None,
         )
-        _create(spec, paths)
-        started[name] = spec.port
+        started[name] = _create(spec, paths)
     inventory = _write_access(lab, paths, status(lab), engine.network_gateway(network))
     wait_for_ssh(paths, started)
     return inventory

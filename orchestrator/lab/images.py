@@ -7,6 +7,7 @@ image and an unchanged recipe reuses the cached one.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
@@ -235,12 +236,21 @@ def build(recipe: Recipe, cache_dir: Path, *, log: Path) -> str:
 
 
 def ensure(recipe: Recipe, cache_dir: Path, *, say: Callable[[str], object] = print) -> str:
-    """The image tag for `recipe`, building it first when the cache lacks it."""
+    """The image tag for `recipe`, building it first when the cache lacks it.
+
+    Several labs may start at once (one per helper, or per CI job): a lock per OS makes one
+    of them build while the others wait and then find the image.
+    """
     if engine.image_exists(recipe.tag):
         return recipe.tag
-    log = cache_dir / "logs" / f"{recipe.os}.log"
-    say(f"lab: building image {recipe.tag} with debootstrap (about a minute; log: {log})")
-    return build(recipe, cache_dir, log=log)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with (cache_dir / f"{recipe.os}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if engine.image_exists(recipe.tag):
+            return recipe.tag
+        log = cache_dir / "logs" / f"{recipe.os}.log"
+        say(f"lab: building image {recipe.tag} with debootstrap (about a minute; log: {log})")
+        return build(recipe, cache_dir, log=log)
 
 
 def stale(recipes: Mapping[str, Recipe]) -> list[str]:

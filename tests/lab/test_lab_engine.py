@@ -155,3 +155,23 @@ def test_up_is_idempotent_and_down_leaves_nothing() -> None:
     assert engine.volumes(labels) == []
     assert engine.networks(labels) == []
     assert not hosts.lab_paths(name).root.exists()
+
+
+def test_port_taken_between_probe_and_start_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two labs starting at once can pick the same free port: the loser retries."""
+    import socket
+
+    name = "pytest-port"
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        ports = iter([taken])
+        real = hosts.free_port
+        monkeypatch.setattr(hosts, "free_port", lambda: next(ports, None) or real())
+        try:
+            hosts.up(name, "l40s", 1, "debian12", say=lambda _: None)
+            [host] = hosts.status(name)
+            assert host.state == "running" and host.port != taken
+        finally:
+            hosts.down(name)
