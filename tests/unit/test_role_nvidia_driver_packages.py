@@ -1,0 +1,321 @@
+"""The nvidia_driver role's package lists and repositories, rendered per OS.
+
+Runs the role's own pure task files (preflight.yml + select.yml) with ansible-playbook on
+local fake hosts whose facts are given per play, then renders the sources and the apt pin
+file. Nothing on this machine changes: the only writes go to a temporary directory. This is
+how the Ubuntu and RHEL paths are covered (there are no Ubuntu/RHEL lab hosts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
+
+KERNEL = "6.8.0-1024-aws"
+
+
+def _facts(dist: str, version: str, family: str, arch: str = "x86_64") -> dict[str, str]:
+    return {
+        "distribution": dist,
+        "distribution_version": version,
+        "distribution_major_version": version.split(".")[0],
+        "os_family": family,
+        "architecture": arch,
+    }
+
+
+# case -> (facts, role variables)
+CASES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
+    "ubuntu2404_distribution_open_580_fm": (
+        _facts("Ubuntu", "24.04", "Debian"),
+        {
+            "nvidia_driver_source": "distribution",
+            "nvidia_driver_flavour": "open",
+            "nvidia_driver_branch": "580",
+            "nvidia_driver_fabricmanager": True,
+        },
+    ),
+    "ubuntu2204_cuda_proprietary_535": (
+        _facts("Ubuntu", "22.04", "Debian"),
+        {
+            "nvidia_driver_source": "cuda",
+            "nvidia_driver_flavour": "proprietary",
+            "nvidia_driver_branch": "535",
+        },
+    ),
+    "ubuntu2404_cuda_open_580_arm": (
+        _facts("Ubuntu", "24.04", "Debian", arch="aarch64"),
+        {"nvidia_driver_source": "cuda", "nvidia_driver_branch": "580"},
+    ),
+    "debian12_distribution_open_535": (
+        _facts("Debian", "12.8", "Debian"),
+        {"nvidia_driver_source": "distribution", "nvidia_driver_branch": "535"},
+    ),
+    "debian13_distribution_proprietary_535": (
+        _facts("Debian", "13.1", "Debian"),
+        {
+            "nvidia_driver_source": "distribution",
+            "nvidia_driver_flavour": "proprietary",
+            "nvidia_driver_branch": "535",
+        },
+    ),
+    "debian13_distribution_open_535": (
+        _facts("Debian", "13.1", "Debian"),
+        {"nvidia_driver_source": "distribution", "nvidia_driver_branch": "535"},
+    ),
+    "rhel9_cuda_open_580_fm": (
+        _facts("RedHat", "9.4", "RedHat"),
+        {"nvidia_driver_source": "cuda", "nvidia_driver_fabricmanager": True},
+    ),
+    "rocky9_cuda_proprietary_570": (
+        _facts("Rocky", "9.5", "RedHat"),
+        {"nvidia_driver_flavour": "proprietary", "nvidia_driver_branch": "570"},
+    ),
+    "rocky9_distribution": (
+        _facts("Rocky", "9.5", "RedHat"),
+        {"nvidia_driver_source": "distribution"},
+    ),
+    "ubuntu2004_unsupported": (_facts("Ubuntu", "20.04", "Debian"), {}),
+    "debian12_version_outside_branch": (
+        _facts("Debian", "12.8", "Debian"),
+        {"nvidia_driver_branch": "535", "nvidia_driver_version": "550.163.01"},
+    ),
+}
+
+# What each play writes: the selected sets and the rendered source of the driver packages.
+_RENDER = """\
+- name: Render the nvidia_driver package data
+  ansible.builtin.copy:
+    dest: "{{ out }}/{{ inventory_hostname }}.json"
+    mode: "0644"
+    content: "{{ result | to_json }}"
+  delegate_to: localhost
+  vars:
+    result:
+      failed: false
+      pkg_mgr: "{{ __nvidia_driver_pkg_mgr }}"
+      set: "{{ __nvidia_driver_set }}"
+      fabricmanager: "{{ __nvidia_driver_fabricmanager_set }}"
+      use_cuda_repo: "{{ __nvidia_driver_use_cuda_repo }}"
+      cuda_repo_url: "{{ nvidia_driver_cuda_repo_url }}"
+      cuda_repo_key: "{{ nvidia_driver_cuda_repo_key }}"
+      distribution_sources: "{{ __nvidia_driver_distribution_sources }}"
+      headers: "{{ __nvidia_driver_headers_packages }}"
+      module_stream: "{{ __nvidia_driver_dnf_module_stream | default('') }}"
+- name: Render the apt pin file
+  ansible.builtin.template:
+    src: "{{ role_dir }}/templates/apt-preferences.j2"
+    dest: "{{ out }}/{{ inventory_hostname }}.pref"
+    mode: "0644"
+  delegate_to: localhost
+  vars:
+    __nvidia_driver_resolved_version: "580.95.05"
+"""
+
+_RESCUE = """\
+- name: Record the failure
+  ansible.builtin.copy:
+    dest: "{{ out }}/{{ inventory_hostname }}.json"
+    mode: "0644"
+    content: "{{ {'failed': true, 'msg': ansible_failed_result.msg} | to_json }}"
+  delegate_to: localhost
+"""
+
+
+def _playbook(out: Path) -> list[dict[str, Any]]:
+    plays: list[dict[str, Any]] = []
+    for case, (facts, role_vars) in CASES.items():
+        block = [
+            {
+                "name": "Preflight",
+                "ansible.builtin.include_role": {
+                    "name": "nvidia_driver",
+                    "tasks_from": "preflight.yml",
+                },
+            },
+            {
+                "name": "Select",
+                "ansible.builtin.include_role": {
+                    "name": "nvidia_driver",
+                    "tasks_from": "select.yml",
+                    "public": True,
+                },
+            },
+            *yaml.safe_load(_RENDER),
+        ]
+        plays.append(
+            {
+                "name": case,
+                "hosts": case,
+                "gather_facts": False,
+                "vars": {
+                    "ansible_facts": facts,
+                    "__nvidia_driver_kernel": KERNEL,
+                    "out": str(out),
+                    "role_dir": str(REPO / "roles" / "nvidia_driver"),
+                    **role_vars,
+                },
+                "tasks": [{"block": block, "rescue": yaml.safe_load(_RESCUE)}],
+            }
+        )
+    return plays
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("nvidia_driver_render")
+    out = work / "out"
+    out.mkdir()
+    inventory = work / "inventory.ini"
+    inventory.write_text(
+        "".join(f"{case} ansible_connection=local\n" for case in CASES), encoding="utf-8"
+    )
+    playbook = work / "render.yml"
+    playbook.write_text(yaml.safe_dump(_playbook(out), sort_keys=False), encoding="utf-8")
+    env = {
+        **os.environ,
+        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+        "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    proc = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(playbook)],
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return out
+
+
+def _result(out: Path, case: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / f"{case}.json").read_text(encoding="utf-8"))
+    return data
+
+
+def test_every_case_rendered(rendered: Path) -> None:
+    assert sorted(p.stem for p in rendered.glob("*.json")) == sorted(CASES)
+
+
+def test_ubuntu_distribution_prefers_signed_prebuilt_modules(rendered: Path) -> None:
+    r = _result(rendered, "ubuntu2404_distribution_open_580_fm")
+    assert not r["failed"]
+    assert r["pkg_mgr"] == "apt"
+    assert r["set"]["anchor"] == "nvidia-headless-no-dkms-580-server-open"
+    assert r["set"]["versioned"] == [
+        "nvidia-headless-no-dkms-580-server-open",
+        "nvidia-utils-580-server",
+        "libnvidia-compute-580-server",
+    ]
+    assert r["set"]["prebuilt"] == [f"linux-modules-nvidia-580-server-open-{KERNEL}"]
+    assert r["set"]["dkms_versioned"] == ["nvidia-dkms-580-server-open"]
+    assert r["headers"] == [f"linux-headers-{KERNEL}"]
+    # The fabric manager comes from NVIDIA's repository, at the driver's branch.
+    assert r["fabricmanager"] == ["nvidia-fabricmanager-580", "libnvidia-nscq-580"]
+    assert r["use_cuda_repo"] is True
+    assert r["distribution_sources"] == []
+
+
+def test_ubuntu_cuda_repository_and_key(rendered: Path) -> None:
+    r = _result(rendered, "ubuntu2204_cuda_proprietary_535")
+    base = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"
+    assert r["cuda_repo_url"] == base
+    assert r["cuda_repo_key"] == base + "3bf863cc.pub"
+    assert r["set"]["versioned"] == [
+        "nvidia-headless-535",
+        "nvidia-dkms-535",
+        "nvidia-utils-535",
+        "libnvidia-compute-535",
+    ]
+    assert r["fabricmanager"] == []
+
+
+def test_arm_hosts_use_the_sbsa_repository(rendered: Path) -> None:
+    r = _result(rendered, "ubuntu2404_cuda_open_580_arm")
+    assert r["cuda_repo_url"].endswith("/repos/ubuntu2404/sbsa/")
+    assert r["set"]["anchor"] == "nvidia-headless-580-open"
+
+
+def test_debian12_distribution_adds_nonfree_signed(rendered: Path) -> None:
+    r = _result(rendered, "debian12_distribution_open_535")
+    assert r["set"]["anchor"] == "nvidia-open-kernel-dkms"
+    assert r["set"]["dkms"] is True
+    assert r["use_cuda_repo"] is False
+    (src,) = r["distribution_sources"]
+    assert src["suites"] == ["bookworm", "bookworm-updates"]
+    assert src["components"] == ["contrib", "non-free", "non-free-firmware"]
+    assert src["signed_by"] == "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
+def test_debian13_535_is_the_tesla_branch(rendered: Path) -> None:
+    r = _result(rendered, "debian13_distribution_proprietary_535")
+    assert r["set"]["anchor"] == "nvidia-tesla-535-kernel-dkms"
+    assert "nvidia-tesla-535-smi" in r["set"]["versioned"]
+    assert r["distribution_sources"][0]["suites"] == ["trixie", "trixie-updates"]
+
+
+def test_debian13_tesla_branch_has_no_open_modules(rendered: Path) -> None:
+    r = _result(rendered, "debian13_distribution_open_535")
+    assert r["failed"]
+    assert "no open kernel modules for branch 535" in r["msg"]
+    assert "flavours there: proprietary" in r["msg"]
+
+
+def test_rhel9_cuda_module_stream_and_key(rendered: Path) -> None:
+    r = _result(rendered, "rhel9_cuda_open_580_fm")
+    assert r["pkg_mgr"] == "dnf"
+    base = "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/"
+    assert r["cuda_repo_url"] == base
+    assert r["cuda_repo_key"] == base + "D42D0685.pub"
+    assert r["module_stream"] == "nvidia-driver:580-open"
+    assert r["set"]["anchor"] == "kmod-nvidia-open-dkms"
+    assert r["headers"] == [f"kernel-devel-{KERNEL}", "kernel-headers"]
+    assert r["fabricmanager"] == ["nvidia-fabric-manager", "libnvidia-nscq-580"]
+
+
+def test_rocky9_uses_the_rhel_data(rendered: Path) -> None:
+    r = _result(rendered, "rocky9_cuda_proprietary_570")
+    assert r["module_stream"] == "nvidia-driver:570-dkms"
+    assert r["set"]["anchor"] == "kmod-nvidia-latest-dkms"
+
+
+def test_rhel_has_no_distribution_source(rendered: Path) -> None:
+    r = _result(rendered, "rocky9_distribution")
+    assert r["failed"]
+    assert "nvidia_driver_source=distribution is not available" in r["msg"]
+    assert "available: cuda" in r["msg"]
+
+
+def test_unsupported_os_names_the_supported_ones(rendered: Path) -> None:
+    r = _result(rendered, "ubuntu2004_unsupported")
+    assert r["failed"]
+    assert "Ubuntu 20.04 is not supported" in r["msg"]
+    assert "Ubuntu 22.04, Ubuntu 24.04, Debian 12, Debian 13, RHEL 9, Rocky 9" in r["msg"]
+
+
+def test_version_must_belong_to_the_branch(rendered: Path) -> None:
+    r = _result(rendered, "debian12_version_outside_branch")
+    assert r["failed"]
+    assert "nvidia_driver_version=550.163.01" in r["msg"]
+
+
+def test_pin_file_pins_every_nvidia_package_to_the_version(rendered: Path) -> None:
+    text = (rendered / "debian12_distribution_open_535.pref").read_text(encoding="utf-8")
+    stanza = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert stanza == [
+        "Package: *nvidia* libcuda* libnvcuvid* libnvoptix*",
+        "Pin: version 580.95.05-*",
+        "Pin-Priority: 1001",
+    ]
