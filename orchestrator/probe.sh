@@ -1,0 +1,217 @@
+#!/bin/sh
+# gpuprov detection probe: POSIX sh, read-only, sent to each host in one SSH round-trip
+# (`sh -s`, this script on stdin). Every capture is framed by marker lines so that
+# orchestrator.probe.split_output() can cut the stream back into the fixture's file names:
+#
+#   @@gpuprov-probe@@ begin NAME
+#   <output>
+#   # exit=N            (text captures: the command's exit status)
+#   @@gpuprov-probe@@ end NAME
+#
+# A tool that is absent produces no capture (absence is a fact). Nothing here changes the
+# host. The final line `@@gpuprov-probe@@ done` tells a complete run from a cut-off one.
+
+LC_ALL=C
+export LC_ALL
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+export PATH
+M='@@gpuprov-probe@@'
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# emit NAME RC: print $out framed, byte for byte (trailing blank lines kept), then "# exit=RC".
+emit() {
+    printf '%s begin %s\n%s' "$M" "$1" "$out"
+    case $out in
+    '' | *"
+") ;;
+    *) printf '\n' ;;
+    esac
+    printf '# exit=%s\n%s end %s\n' "$2" "$M" "$1"
+}
+
+# cap NAME CMD...: stdout and stderr of CMD. The trailing "x" keeps the output's final
+# newlines, which command substitution would strip.
+cap() {
+    name=$1
+    shift
+    out=$("$@" 2>&1; rc=$?; printf x; exit "$rc")
+    rc=$?
+    out=${out%x}
+    emit "$name" "$rc"
+}
+
+# capo NAME CMD...: stdout only (CSV and JSON must not be mixed with warnings).
+capo() {
+    name=$1
+    shift
+    out=$("$@" 2>/dev/null; rc=$?; printf x; exit "$rc")
+    rc=$?
+    out=${out%x}
+    emit "$name" "$rc"
+}
+
+# rd FILE: first line of a sysfs attribute into $v, empty when unreadable (no fork).
+rd() {
+    v=
+    { read -r v <"$1"; } 2>/dev/null
+}
+
+pci_devices() {
+    for d in /sys/bus/pci/devices/*; do
+        [ -e "$d/vendor" ] || continue
+        rd "$d/vendor"; vendor=$v
+        rd "$d/device"; device=$v
+        rd "$d/class"; class=$v
+        rd "$d/subsystem_vendor"; sv=$v
+        rd "$d/subsystem_device"; sd=$v
+        rd "$d/current_link_speed"; cs=$v
+        rd "$d/current_link_width"; cw=$v
+        rd "$d/max_link_speed"; ms=$v
+        rd "$d/max_link_width"; mw=$v
+        rd "$d/numa_node"; numa=$v
+        drv=
+        if [ -e "$d/driver" ]; then
+            drv=$(readlink "$d/driver" 2>/dev/null)
+            drv=${drv##*/}
+        fi
+        printf '%s vendor=%s device=%s class=%s subsystem_vendor=%s subsystem_device=%s ' \
+            "${d##*/}" "$vendor" "$device" "$class" "$sv" "$sd"
+        printf 'current_link_speed="%s" current_link_width=%s max_link_speed="%s" ' \
+            "$cs" "$cw" "$ms"
+        printf 'max_link_width=%s numa_node=%s driver=%s\n' "$mw" "$numa" "$drv"
+    done
+}
+
+gpus_information() {
+    for f in /proc/driver/nvidia/gpus/*/information; do
+        [ -r "$f" ] || continue
+        printf '== %s\n' "${f%/information}"
+        cat "$f"
+    done
+}
+
+secure_boot() {
+    if have mokutil; then
+        mokutil --sb-state
+        return
+    fi
+    var=/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c
+    if [ -r "$var" ]; then
+        # 4 bytes of attributes, then the value byte
+        printf 'efivar SecureBoot=%s\n' "$(od -An -tu1 -j4 -N1 "$var" | tr -d ' ')"
+    elif [ -d /sys/firmware/efi ]; then
+        echo "EFI boot; SecureBoot variable not readable"
+    else
+        echo "EFI variables are not supported on this system"
+    fi
+}
+
+kernel_log() {
+    if log=$(dmesg 2>/dev/null); then
+        :
+    elif have journalctl; then
+        log=$(journalctl -k -b -q --no-pager 2>/dev/null) || return 1
+    else
+        return 1
+    fi
+    printf '%s\n' "$log" | grep -i -E 'nvidia|NVRM|Xid|nvswitch'
+    return 0
+}
+
+query_gpu() {
+    f='index,name,pci.bus_id,pci.device_id,pci.sub_device_id,uuid,serial,driver_version'
+    f="$f,vbios_version,memory.total,mig.mode.current,mig.mode.pending,persistence_mode"
+    f="$f,ecc.mode.current,ecc.mode.pending,ecc.errors.uncorrected.volatile.total,compute_cap"
+    f="$f,power.limit,clocks.max.sm,clocks.current.sm,pcie.link.gen.current"
+    f="$f,pcie.link.width.current,pcie.link.gen.max,pcie.link.width.max,retired_pages.pending"
+    f="$f,remapped_rows.pending,remapped_rows.failure"
+    # drivers before R535 name the reasons field clocks_throttle_reasons
+    nvidia-smi --query-gpu="$f,clocks_event_reasons.active,temperature.gpu" --format=csv ||
+        nvidia-smi --query-gpu="$f,clocks_throttle_reasons.active,temperature.gpu" --format=csv
+}
+
+services() {
+    sc=$(systemctl show --property=Id,LoadState,ActiveState,UnitFileState -- \
+        nvidia-persistenced.service nvidia-fabricmanager.service docker.service \
+        containerd.service 2>&1)
+    rc=$?
+    if [ "$rc" -ne 0 ]; then
+        printf '%s\n' "$sc"
+        return "$rc"
+    fi
+    printf '%s\n' "$sc" | awk -F= '
+        function flush() {
+            if (load == "not-found" || enabled == "") enabled = "not-found"
+            print id, active, enabled
+            id = ""; load = ""; active = ""; enabled = ""
+        }
+        $1 == "Id" { id = $2 }
+        $1 == "LoadState" { load = $2 }
+        $1 == "ActiveState" { active = $2 }
+        $1 == "UnitFileState" { enabled = $2 }
+        $0 == "" && id != "" { flush() }
+        END { if (id != "") flush() }'
+}
+
+rpm_packages() {
+    rpm -qa --qf '%{NAME}\t%{VERSION}-%{RELEASE}\n' 'nvidia*' 'libnvidia*' 'cuda*' \
+        'kmod-nvidia*' 'datacenter-gpu-manager*' 'docker*' 'containerd*' 'moby*'
+    rc=$?
+    for f in /etc/dnf/plugins/versionlock.list /etc/yum/pluginconf.d/versionlock.list; do
+        [ -r "$f" ] && sed -n 's/^\([^#].*\)$/#versionlock \1/p' "$f"
+    done
+    return $rc
+}
+
+cdi_specs() {
+    for f in /etc/cdi/*.yaml /etc/cdi/*.json /var/run/cdi/*.yaml /var/run/cdi/*.json; do
+        [ -e "$f" ] && printf '%s\n' "$f"
+    done
+    return 0
+}
+
+cap os-release.txt cat /etc/os-release
+cap uname-r.txt uname -r
+cap proc-uptime.txt cat /proc/uptime
+cap secureboot.txt secure_boot
+cap sysfs-pci-devices.txt pci_devices
+[ -r /proc/driver/nvidia/version ] && cap proc-driver-nvidia-version.txt cat /proc/driver/nvidia/version
+[ -d /proc/driver/nvidia/gpus ] && cap proc-driver-nvidia-gpus-information.txt gpus_information
+cap lsmod.txt cat /proc/modules
+cap dmesg-nvidia.txt kernel_log
+
+if have nvidia-smi; then
+    cap nvidia-smi.txt nvidia-smi
+    cap nvidia-smi-L.txt nvidia-smi -L
+    cap nvidia-smi-version.txt nvidia-smi --version
+    capo nvidia-smi-query-gpu.csv query_gpu
+    cap nvidia-smi-q.txt nvidia-smi -q
+    cap nvidia-smi-topo-m.txt nvidia-smi topo -m
+    cap nvidia-smi-nvlink-s.txt nvidia-smi nvlink -s
+    cap nvidia-smi-nvlink-e.txt nvidia-smi nvlink -e
+    cap nvidia-smi-mig-lgip.txt nvidia-smi mig -lgip
+    cap nvidia-smi-mig-lgipp.txt nvidia-smi mig -lgipp
+    cap nvidia-smi-mig-lgi.txt nvidia-smi mig -lgi
+    cap nvidia-smi-mig-lcip.txt nvidia-smi mig -lcip
+    cap nvidia-smi-mig-lci.txt nvidia-smi mig -lci
+fi
+
+if have dpkg-query; then
+    capo dpkg-query.txt dpkg-query -W \
+        -f='${binary:Package}\t${Version}\t${db:Status-Want}\t${db:Status-Status}\n' \
+        'nvidia*' 'libnvidia*' 'cuda*' 'linux-modules-nvidia*' 'datacenter-gpu-manager*' \
+        'docker*' 'containerd*' 'moby*' 'runc'
+elif have rpm; then
+    capo rpm-qa.txt rpm_packages
+fi
+have systemctl && cap systemctl-is-active.txt services
+have docker && capo docker-info.txt docker info --format '{{json .}}'
+[ -f /etc/docker/daemon.json ] && cap docker-daemon-json.txt cat /etc/docker/daemon.json
+if [ -d /etc/cdi ] || [ -d /var/run/cdi ]; then
+    cap cdi-specs.txt cdi_specs
+fi
+have nvidia-ctk && cap nvidia-ctk-version.txt nvidia-ctk --version
+[ -f /etc/gpusim/profile.yaml ] && cap gpusim.txt cat /etc/gpusim/profile.yaml
+
+printf '%s done\n' "$M"
