@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Make sure a Docker engine answers: install Debian's docker.io (and the lab's image
-# builder, debootstrap) when missing, start dockerd when it is not running.
+# Make sure a Docker engine answers: install Debian's docker.io (and what the lab needs:
+# debootstrap to build test-host images, ssh, a C compiler for the simulator's shim) when
+# missing, start dockerd when it is not running.
 set -euo pipefail
 
 need=()
@@ -8,6 +9,10 @@ command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+# The GPU simulator builds its uname shim on this machine before test hosts boot.
+command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+# debootstrap checks the trixie (Debian 13) image against this keyring's trixie key.
+[ -e /usr/share/keyrings/debian-archive-trixie-stable.gpg ] || need+=(debian-archive-keyring)
 if ((${#need[@]})); then
   echo "engine: installing ${need[*]} from Debian's archive"
   export DEBIAN_FRONTEND=noninteractive
