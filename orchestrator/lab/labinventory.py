@@ -51,26 +51,27 @@ def render_inventory(
 def render_lab_vars(lab: str, gateway: str) -> str:
     return f"""\
 ---
-# Lab policy for lab {lab!r}, written by `provision lab up`: applies to the lab's hosts
-# only (group `lab`), on top of the fleet policy linked in beside this file.
+# Lab policy, written by `provision lab up`. Applies to the lab's hosts only
+# (group `lab`), on top of the fleet policy linked in beside this file.
 
-# Marks the host as a lab host: its GPUs are simulated (gpusim), reports say so.
+# Marks a lab host: its GPUs are simulated (gpusim), and reports say so.
 gpuprov_lab: true
 gpuprov_lab_name: {lab}
-# This machine as the test hosts reach it (the Docker network's gateway): serves the
-# local apt repository of test doubles.
+# This machine as the test hosts reach it (the Docker network's gateway); it
+# serves the local apt repository of test doubles.
 gpuprov_lab_gateway: {gateway}
 
-# Install Debian's own nvidia-driver packages (non-free): no NVIDIA repository is
+# Debian's own nvidia-driver packages (non-free): no NVIDIA repository is
 # reachable from the lab.
 nvidia_driver_source: distribution
 # Debian's docker.io: Docker's repository is not reachable from the lab either.
 docker_source: distribution
 
-# --- Local apt repository of test doubles (tests/lab/aptrepo/) -----------------------
-# Settings for the signed local repository (nvidia-container-toolkit,
-# nvidia-fabricmanager-<branch>, libnvidia-nscq-<branch> stand-ins) go here.
-# --- end of the test-double repository settings ---------------------------------------
+# --- Local apt repository of test doubles (tests/lab/aptrepo/) --------------
+# Settings for the signed local repository (stand-ins for
+# nvidia-container-toolkit, nvidia-fabricmanager-<branch> and
+# libnvidia-nscq-<branch>) go here.
+# --- end of the test-double repository settings -----------------------------
 """
 
 

@@ -76,3 +76,12 @@ def test_rewrite_keeps_one_link_per_fleet_file(tmp_path: Path) -> None:
 
 def test_inventory_says_gpus_are_simulated(tmp_path: Path) -> None:
     assert "SIMULATED" in write(tmp_path).read_text()
+
+
+def test_lab_vars_pass_yamllint(tmp_path: Path) -> None:
+    from yamllint import linter  # type: ignore[import-untyped]
+    from yamllint.config import YamlLintConfig  # type: ignore[import-untyped]
+
+    text = labinventory.render_lab_vars("a" * 31, "172.18.0.1")
+    problems = list(linter.run(text, YamlLintConfig("extends: default")))
+    assert problems == []
