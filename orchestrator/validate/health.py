@@ -41,6 +41,8 @@ class HealthLimits:
     xid_window_s: float
     nvlink_error_warn: int
     clock_event_warn_bits: Mapping[int, str]
+    validation_image: str  # default image for --runtime docker
+    payload_timeout_s: int
 
 
 @cache
@@ -54,6 +56,8 @@ def load_limits(path: Path = LIMITS_PATH) -> HealthLimits:
             clock_event_warn_bits={
                 int(k): str(v) for k, v in data["clock_event_warn_bits"].items()
             },
+            validation_image=str(data["validation_image"]),
+            payload_timeout_s=int(data["payload_timeout_s"]),
         )
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CatalogError(

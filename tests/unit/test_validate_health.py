@@ -288,7 +288,7 @@ def test_driver_module_and_library_differ() -> None:
 
 def test_nvswitch_host_without_fabric_manager() -> None:
     raw = dict(load_host(DERIVED / "h100x8-nvswitch4-ubuntu2204-550"))
-    raw[names.SYSTEMCTL] = with_exit("nvidia-fabricmanager inactive enabled\n")
+    raw[names.SYSTEMCTL] = with_exit("nvidia-fabricmanager.service inactive enabled\n")
     results = health(raw, expected=8)
     fm = only(results, "fabric_manager")[0]
     assert (fm.status, fm.value) == ("fail", "inactive")

@@ -102,7 +102,8 @@ def test_without_torch_the_payload_says_so(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 1
-    doc = json.loads(proc.stdout)
+    framed = proc.stdout.split("@@gpuprov-gpucheck@@ begin\n", 1)[1]
+    doc = json.loads(framed.split("\n@@gpuprov-gpucheck@@ end", 1)[0])
     assert [r["name"] for r in doc["results"]] == ["torch_import"]
     assert doc["results"][0]["status"] == "fail"
     assert "PyTorch is not importable" in doc["results"][0]["diagnosis"]

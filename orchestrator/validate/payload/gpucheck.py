@@ -39,7 +39,8 @@ NVLS_OFF = {
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
 }
-SIMULATED_HINT = "/etc/gpusim/profile"
+SIMULATED_HINT = "/etc/gpusim/profile.yaml"
+MARKER = "@@gpuprov-gpucheck@@"
 
 Result = dict[str, Any]
 
@@ -862,8 +863,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             fh.write(body + "\n")
-    else:
-        print(body)
+    else:  # framed, so stray prints of torch or NCCL cannot break the document
+        print(f"{MARKER} begin\n{body}\n{MARKER} end", flush=True)
     print(summary(doc), file=sys.stderr)
     return 1 if any(r["status"] == "fail" for r in doc["results"]) else 0
 

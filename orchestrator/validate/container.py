@@ -1,0 +1,160 @@
+"""Run the GPU check payload in a container, and turn container-runtime errors into diagnoses.
+
+The container gets every GPU (`--gpus all`, or the CDI device `nvidia.com/gpu=all`), the
+host's IPC namespace for NCCL's shared memory (`--ipc=host`; a large `--shm-size` where the
+host namespace is not allowed), unlimited locked memory, the payload directory mounted
+read-only, and a timeout around the whole `docker run`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+DeviceMode = Literal["gpus", "cdi", "none"]
+PAYLOAD_MOUNT = "/gpuprov"
+TIMEOUT_EXIT = 124  # coreutils timeout(1)
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    image: str
+    payload_dir: str  # on the host; holds gpucheck.py and spec.json
+    devices: DeviceMode = "gpus"  # "none": no GPUs (plumbing tests only)
+    ipc_host: bool = True
+    shm_size: str = "16g"  # used only when ipc_host is False
+    timeout_s: int = 300
+    env: Mapping[str, str] | None = None
+    python: str = "python3"
+
+
+def docker_run_argv(spec: ContainerSpec, docker: str = "docker") -> list[str]:
+    """The `timeout ... docker run` command line for the payload (no shell needed)."""
+    argv = ["timeout", "--kill-after=10", str(spec.timeout_s), docker, "run", "--rm"]
+    if spec.devices == "gpus":
+        argv += ["--gpus", "all"]
+    elif spec.devices == "cdi":
+        argv += ["--device", "nvidia.com/gpu=all"]
+    argv += ["--ipc=host"] if spec.ipc_host else [f"--shm-size={spec.shm_size}"]
+    argv += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+    argv += ["-v", f"{spec.payload_dir}:{PAYLOAD_MOUNT}:ro"]
+    for key, value in sorted((spec.env or {}).items()):
+        argv += ["-e", f"{key}={value}"]
+    argv += ["--entrypoint", spec.python, spec.image]
+    argv += [f"{PAYLOAD_MOUNT}/gpucheck.py", "--spec", f"{PAYLOAD_MOUNT}/spec.json"]
+    return argv
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    cause: str
+    fix: str
+
+    def text(self) -> str:
+        return f"{self.cause}; fix: {self.fix}"
+
+
+# (pattern in the runtime's stderr, cause, fix): first match wins, most specific first.
+_KNOWN: Sequence[tuple[re.Pattern[str], str, str]] = tuple(
+    (re.compile(p, re.IGNORECASE), cause, fix)
+    for p, cause, fix in (
+        (
+            r"could not select device driver .* with capabilities: \[\[gpu\]\]",
+            "Docker has no NVIDIA GPU support: the NVIDIA Container Toolkit is missing, or "
+            "Docker was not restarted after it was configured",
+            "install nvidia-container-toolkit, run `nvidia-ctk runtime configure "
+            "--runtime=docker` and `systemctl restart docker` (provision apply does this)",
+        ),
+        (
+            r"unknown or invalid runtime name: nvidia",
+            "Docker's daemon.json does not define the `nvidia` runtime",
+            "run `nvidia-ctk runtime configure --runtime=docker` and restart Docker",
+        ),
+        (
+            r"unresolvable CDI devices|CDI device injection failed",
+            "no CDI specification lists nvidia.com/gpu=all",
+            "run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` (again after each "
+            "driver change), or use --gpus all",
+        ),
+        (
+            r"error gathering device information while adding custom device \"nvidia\.com/gpu",
+            "this Docker does not understand CDI device names (needs Docker >= 25 with CDI "
+            "enabled)",
+            "use `--gpus all` (gpuprov's default) or upgrade Docker and enable the "
+            "`cdi` feature in daemon.json",
+        ),
+        (
+            r"nvidia-container-cli: requirement error: unsatisfied condition: cuda>=(?P<need>\S+)",
+            "the image needs a newer CUDA than the host driver supports (driver too old)",
+            "upgrade the driver branch, or use an image built for the host's CUDA version "
+            "(nvidia-smi shows it)",
+        ),
+        (
+            r"nvidia-container-cli: initialization error: (?:nvml error: driver not loaded|"
+            r"load library failed: libnvidia-ml)",
+            "the NVIDIA driver is not installed or not loaded on the host",
+            "install the driver (provision apply) and load it (reboot, or modprobe nvidia); "
+            "nvidia-smi must work on the host first",
+        ),
+        (
+            r"nvidia-container-cli: .*driver/library version mismatch|"
+            r"Driver/library version mismatch",
+            "the loaded kernel module and the driver libraries differ (the driver was "
+            "upgraded without a reboot)",
+            "reboot the host (or unload and reload the nvidia modules)",
+        ),
+        (
+            r"Failed to initialize NVML: Unknown Error",
+            "the container lost access to the GPU device nodes (systemd reloaded the "
+            "cgroup device rules under runc)",
+            "use CDI (`nvidia-ctk cdi generate`, --device nvidia.com/gpu=all) or set "
+            "`no-cgroups`/device rules per the toolkit's troubleshooting guide; restart "
+            "the container",
+        ),
+        (
+            r"Cannot connect to the Docker daemon",
+            "the Docker daemon is not running",
+            "`systemctl start docker`, or validate with --runtime host",
+        ),
+        (
+            r"pull access denied|manifest unknown|repository does not exist|"
+            r"Unable to find image .* locally.*\n.*(error|denied|timeout)|"
+            r"dial tcp .*(timeout|refused|no such host)",
+            "the validation image is not on the host and could not be pulled",
+            "pull it beforehand (`docker pull IMAGE`, or `docker load` on air-gapped hosts) "
+            "or set the validation image to one the host has",
+        ),
+        (
+            r"docker: command not found|No such file or directory.*docker|"
+            r"executable file not found.*docker",
+            "Docker is not installed on the host",
+            "install the container runtime (provision apply) or validate with --runtime host",
+        ),
+        (
+            r"exec: \"python3\": executable file not found|python3: not found|"
+            r"starting container process caused: exec: \"python3\"",
+            "the image has no python3, so the payload cannot run in it",
+            "use a PyTorch image (it has python3 and torch)",
+        ),
+    )
+)
+
+
+def diagnose(rc: int, stderr: str, *, timeout_s: int | None = None) -> Diagnosis | None:
+    """A diagnosis for a failed `docker run` of the payload; None when nothing matches."""
+    if rc == TIMEOUT_EXIT or rc == 128 + 9:
+        limit = f" of {timeout_s} s" if timeout_s else ""
+        return Diagnosis(
+            f"the GPU checks did not finish within the timeout{limit} (a hang in CUDA or NCCL)",
+            "run the payload by hand with NCCL_DEBUG=INFO; check nvidia-smi and the kernel "
+            "log for Xid errors",
+        )
+    for pattern, cause, fix in _KNOWN:
+        if m := pattern.search(stderr):
+            need = m.groupdict().get("need")
+            return Diagnosis(cause + (f" (the image needs CUDA {need})" if need else ""), fix)
+    if rc == 127:
+        return Diagnosis("a command was not found on the host (docker or timeout)", "install it")
+    return None

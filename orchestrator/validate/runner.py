@@ -1,0 +1,396 @@
+"""Validate one host: health checks from its facts, then the GPU payload where CUDA is.
+
+`validate_host` is what `orchestrator.pipeline.run_validate` calls. It needs the host's facts
+and raw outputs (from detection), the catalog and the policy, and an `Executor` that runs a
+shell script on the host (SSH for real hosts, a local subprocess for `--runtime host` on the
+machine itself). Without an executor only the health checks run. On simulated lab hosts the
+checks that need CUDA are skipped with "simulated GPU", never passed.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from orchestrator.catalog import Catalog, GpuModel, ValidationFigure
+from orchestrator.facts import HostFacts
+from orchestrator.parsers import names
+from orchestrator.parsers._text import ParseError
+from orchestrator.parsers.nccl_tests import parse_nccl_tests
+from orchestrator.parsers.nvlink import parse_nvlink_status
+from orchestrator.parsers.smi_list import parse_smi_list
+from orchestrator.policy import Policy
+from orchestrator.validate import container, nccl
+from orchestrator.validate.health import HealthLimits, health_input, load_limits, run_health
+from orchestrator.validate.result import SIMULATED, CheckResult, skipped
+
+PAYLOAD = Path(__file__).with_name("payload") / "gpucheck.py"
+MARKER = "@@gpuprov-gpucheck@@"
+Runtime = Literal["docker", "host"]
+
+# The checks the payload makes (all need CUDA): named here so that a host where the payload
+# cannot run still lists each of them, as skipped, in the report.
+CUDA_CHECKS: tuple[tuple[str, str], ...] = (
+    ("cuda_available", ""),
+    ("device_count", "GPUs"),
+    ("cuda_build_vs_driver", ""),
+    ("device_name", ""),
+    ("compute_capability", ""),
+    ("arch_list", ""),
+    ("peer_access", ""),
+    ("mig_devices", ""),
+    ("gemm_bf16", "TFLOP/s"),
+    ("gemm_bf16_correct", "rel. error"),
+    ("fp8", ""),
+    ("copy_d2d", "GB/s"),
+    ("copy_h2d", "GB/s"),
+    ("nccl_allreduce", "GB/s"),
+)
+# catalog validation figure -> (payload floor key, factor from the catalog's unit)
+_FLOORS: Mapping[str, tuple[str, Mapping[str, float]]] = {
+    "bf16_gemm": ("gemm_bf16_tflops", {"TFLOP/s": 1.0}),
+    "fp8_gemm": ("gemm_fp8_tflops", {"TFLOP/s": 1.0}),
+    "d2d_copy_bandwidth": ("d2d_gbs", {"TB/s": 1000.0, "GB/s": 1.0}),
+    "h2d_bandwidth": ("h2d_gbs", {"GB/s": 1.0}),
+}
+
+
+@dataclass(frozen=True)
+class CommandOutput:
+    rc: int
+    stdout: str
+    stderr: str
+
+
+class Executor(Protocol):
+    """Runs a POSIX sh script on the host (script on stdin) and returns its output."""
+
+    def __call__(self, script: str, *, timeout: float) -> CommandOutput: ...
+
+
+@dataclass(frozen=True)
+class SubprocessExecutor:
+    """`argv` + `sh -s`, script on stdin: `()` runs locally, an ssh argv runs remotely."""
+
+    argv: tuple[str, ...] = ()
+
+    def __call__(self, script: str, *, timeout: float) -> CommandOutput:
+        try:
+            proc = subprocess.run(
+                [*self.argv, "sh -s"] if self.argv else ["sh", "-s"],
+                input=script,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            return CommandOutput(124, _text(exc.stdout), _text(exc.stderr) + "\n(timed out)")
+        return CommandOutput(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _text(data: str | bytes | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data or ""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the payload is asked to check on one host (pure: from facts, catalog, policy)."""
+
+    model: GpuModel | None
+    ranks: int
+    spec: Mapping[str, Any]
+    figures: tuple[ValidationFigure, ...]  # the all-reduce figures that apply
+
+
+def gpu_model(facts: HostFacts, catalog: Catalog) -> GpuModel | None:
+    """The catalog model of the host's GPUs (the first GPU's; hosts are homogeneous)."""
+    for dev in facts.gpus:
+        model = catalog.gpu(dev.device_id)
+        if model is not None:
+            return model
+    return None
+
+
+def payload_target(
+    facts: HostFacts,
+    raw: Mapping[str, str],
+    catalog: Catalog,
+    policy: Policy,
+    *,
+    nvls: bool = False,
+    nccl_tests: bool = False,
+    timeout_s: int = 300,
+) -> Target:
+    model = gpu_model(facts, catalog)
+    expected = policy.validation_expected_gpus or len(facts.gpus) or len(facts.smi_gpus)
+    mig = _mig_devices(raw)
+    figures = nccl.floor_figures(model, expected, nvls)
+    floors: dict[str, float] = {}
+    for fig in model.validation if model else ():
+        if fig.check in _FLOORS:
+            key, units = _FLOORS[fig.check]
+            if fig.unit in units:
+                floors[key] = round(
+                    fig.limit(catalog.validation_floor_fraction) * units[fig.unit], 3
+                )
+    names_seen = {g.name for g in facts.smi_gpus}
+    spec: dict[str, Any] = {
+        "host": facts.host,
+        "expected_count": expected,
+        "expected_name": names_seen.pop() if len(names_seen) == 1 else None,
+        "expected_cc": model.compute_capability if model else None,
+        "fp8": bool(model and model.fp8),
+        "nvlink": _has_nvlink(raw),
+        "mig_devices": mig,
+        "floors": floors,
+        "allreduce": {
+            "enabled": policy.validation_nccl and expected > 1 and not mig and not nccl_tests,
+            "min_bytes": 1 << 20,
+            "max_bytes": nccl.sweep_max_bytes(figures),
+            "factor": 4,
+            "iters": 20,
+            "warmup": 5,
+        },
+        "timeout_s": timeout_s,
+    }
+    return Target(model, expected, spec, figures)
+
+
+def _mig_devices(raw: Mapping[str, str]) -> list[str]:
+    if names.SMI_L not in raw:
+        return []
+    try:
+        return [m.uuid for g in parse_smi_list(raw[names.SMI_L]) for m in g.mig_devices]
+    except ParseError:
+        return []
+
+
+def _has_nvlink(raw: Mapping[str, str]) -> bool:
+    if names.SMI_NVLINK_S not in raw:
+        return False
+    try:
+        return any(g.links for g in parse_nvlink_status(raw[names.SMI_NVLINK_S]))
+    except ParseError:
+        return False
+
+
+def choose_runtime(facts: HostFacts, policy: Policy, requested: str | None) -> Runtime:
+    """--runtime, else policy; "auto": Docker where it runs with NVIDIA support, else host."""
+    wanted = requested or policy.validation_runtime
+    if wanted in ("docker", "host"):
+        return "docker" if wanted == "docker" else "host"
+    rt = facts.runtime
+    gpu_ready = "nvidia" in rt.docker_runtimes or bool(rt.cdi_specs) or bool(rt.toolkit_version)
+    return "docker" if rt.docker_active and gpu_ready else "host"
+
+
+def stage_script(spec: Mapping[str, Any], run: str) -> str:
+    """A sh script that writes the payload and its spec to a private temp dir, then runs
+    `run` (which refers to that dir as $d), and removes the dir."""
+    payload = PAYLOAD.read_text(encoding="utf-8")
+    return "\n".join(
+        [
+            "set -eu",
+            'd=$(mktemp -d "${TMPDIR:-/tmp}/gpuprov-validate.XXXXXX")',
+            "trap 'rm -rf \"$d\"' EXIT",
+            "cat > \"$d/gpucheck.py\" <<'GPUPROV_PAYLOAD_EOF'",
+            payload.rstrip("\n"),
+            "GPUPROV_PAYLOAD_EOF",
+            "cat > \"$d/spec.json\" <<'GPUPROV_SPEC_EOF'",
+            json.dumps(spec, indent=1),
+            "GPUPROV_SPEC_EOF",
+            'chmod 0755 "$d"; chmod 0644 "$d/gpucheck.py" "$d/spec.json"',
+            "set +e",
+            run,
+            "rc=$?",
+            "exit $rc",
+            "",
+        ]
+    )
+
+
+def host_command(python: str = "python3") -> str:
+    env = " ".join(f"{k}={v}" for k, v in nccl.NVLS_OFF_ENV.items())
+    return f'env {env} {python} "$d/gpucheck.py" --spec "$d/spec.json"'
+
+
+def docker_command(image: str, devices: container.DeviceMode, timeout_s: int) -> str:
+    spec = container.ContainerSpec(
+        image=image,
+        payload_dir="__GPUPROV_DIR__",
+        devices=devices,
+        timeout_s=timeout_s,
+        env=nccl.NVLS_OFF_ENV,
+    )
+    return shlex.join(container.docker_run_argv(spec)).replace("__GPUPROV_DIR__", '"$d"')
+
+
+def parse_payload_output(stdout: str) -> dict[str, Any] | None:
+    """The framed JSON document from the payload's stdout; None when absent or broken."""
+    begin, end = f"{MARKER} begin\n", f"\n{MARKER} end"
+    if begin not in stdout or end not in stdout:
+        return None
+    body = stdout.split(begin, 1)[1].split(end, 1)[0]
+    try:
+        doc = json.loads(body)
+    except json.JSONDecodeError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def judge_payload(
+    doc: Mapping[str, Any], target: Target, catalog: Catalog, *, host: str
+) -> list[CheckResult]:
+    """The payload's own results, plus the all-reduce sweep judged against the floors."""
+    results = []
+    for item in doc.get("results", []):
+        try:
+            results.append(CheckResult.from_dict(item))
+        except (KeyError, ValueError) as exc:
+            results.append(
+                CheckResult("payload_output", "fail", str(item)[:120], None, "", str(exc))
+            )
+    if target.spec["allreduce"]["enabled"]:
+        ranks = int(doc.get("ranks") or 0)
+        if ranks > 1:
+            try:
+                points = nccl.points_from_payload(doc.get("sweep", []))
+            except (KeyError, ValueError) as exc:
+                points = ()
+                results.append(CheckResult("payload_output", "fail", None, None, "", str(exc)))
+            figures = nccl.floor_figures(target.model, ranks, False)
+            results += nccl.check_allreduce(
+                points,
+                ranks,
+                figures,
+                catalog.validation_floor_fraction,
+                host=host,
+                source="torch.distributed sweep",
+            )
+    return results
+
+
+def _not_run(reason: str) -> list[CheckResult]:
+    return [skipped(name, reason, unit=unit) for name, unit in CUDA_CHECKS]
+
+
+def run_payload(
+    execute: Executor,
+    target: Target,
+    catalog: Catalog,
+    *,
+    host: str,
+    runtime: Runtime,
+    image: str,
+    devices: container.DeviceMode = "gpus",
+    timeout_s: int = 300,
+) -> list[CheckResult]:
+    """Stage the payload on the host, run it (container or host python3), judge the output."""
+    run = (
+        docker_command(image, devices, timeout_s)
+        if runtime == "docker"
+        else f"timeout --kill-after=10 {timeout_s} {host_command()}"
+    )
+    out = execute(stage_script(target.spec, run), timeout=timeout_s + 60)
+    doc = parse_payload_output(out.stdout)
+    if doc is None:
+        diag = container.diagnose(out.rc, out.stderr, timeout_s=timeout_s)
+        last = next((ln for ln in reversed(out.stderr.strip().splitlines()) if ln.strip()), "")
+        where = "in the container" if runtime == "docker" else "on the host"
+        text = (
+            f"{host}: {diag.text()}"
+            if diag
+            else f"{host}: the GPU check payload failed {where} (exit {out.rc}): {last[:300]}"
+        )
+        return [CheckResult("gpu_payload", "fail", f"exit {out.rc}", "exit 0", "", text)]
+    return judge_payload(doc, target, catalog, host=host)
+
+
+def run_nccl_tests(
+    execute: Executor, target: Target, catalog: Catalog, *, host: str, timeout_s: int = 300
+) -> list[CheckResult]:
+    """nccl-tests' all_reduce_perf on the host (where installed) instead of our sweep."""
+    max_bytes = int(target.spec["allreduce"]["max_bytes"])
+    cmd = nccl.nccl_tests_command(target.ranks, max_bytes)
+    out = execute(f"timeout {timeout_s} {cmd}\n", timeout=timeout_s + 30)
+    if out.rc == 127 or "not found" in out.stderr:
+        return [
+            CheckResult(
+                "nccl_allreduce",
+                "fail",
+                "absent",
+                "all_reduce_perf",
+                "",
+                f"{host}: all_reduce_perf is not on the host's PATH; install nccl-tests or "
+                "validate with the built-in torch.distributed sweep",
+            )
+        ]
+    result = parse_nccl_tests(out.stdout)
+    return nccl.check_nccl_tests(
+        result, target.ranks, target.figures, catalog.validation_floor_fraction, host=host
+    )
+
+
+def validate_host(
+    facts: HostFacts,
+    raw: Mapping[str, str],
+    *,
+    catalog: Catalog,
+    policy: Policy,
+    execute: Executor | None = None,
+    runtime: str | None = None,
+    image: str | None = None,
+    use_nccl_tests: bool = False,
+    limits: HealthLimits | None = None,
+) -> list[CheckResult]:
+    """Every validation check for one host: health first, then the CUDA checks.
+
+    runtime: "docker" | "host" | None (policy's gpuprov_validation_runtime, "auto").
+    image: the container image for --runtime docker (default: limits.yaml's).
+    """
+    limits = limits or load_limits()
+    health = run_health(
+        health_input(
+            facts, raw, catalog, expected_gpus=policy.validation_expected_gpus, limits=limits
+        )
+    )
+    if facts.simulated:
+        return health + _not_run(SIMULATED)
+    if execute is None:
+        return health + _not_run("not run: no connection to the host (health checks only)")
+    if not facts.smi_gpus:
+        return health + _not_run("not run: no working NVIDIA driver (see gpu_count)")
+    target = payload_target(
+        facts,
+        raw,
+        catalog,
+        policy,
+        nccl_tests=use_nccl_tests,
+        timeout_s=limits.payload_timeout_s,
+    )
+    chosen = choose_runtime(facts, policy, runtime)
+    results = run_payload(
+        execute,
+        target,
+        catalog,
+        host=facts.host,
+        runtime=chosen,
+        image=image or limits.validation_image,
+        timeout_s=limits.payload_timeout_s,
+    )
+    if use_nccl_tests and target.ranks > 1 and policy.validation_nccl:
+        results += run_nccl_tests(
+            execute, target, catalog, host=facts.host, timeout_s=limits.payload_timeout_s
+        )
+    return health + results
+
+
+__all__ = ["CommandOutput", "Executor", "SubprocessExecutor", "validate_host"]
