@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from orchestrator.catalog import default_catalog
 from orchestrator.mig import (
@@ -335,3 +336,24 @@ def test_catalog_models_without_placements_check_names_counts_and_compute(
 def test_unknown_gpu_from_catalog_has_no_mig() -> None:
     gpu = gpu_from_catalog(3, None, 0x1234)
     assert gpu.mig_capable is False and gpu.model == "unknown GPU 0x1234"
+
+
+# --- the fleet layouts shipped in inventory/group_vars/all.yml ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("prefix", "device_id"), [("h100-80gb-", 0x2330), ("h200-", 0x2335), ("a100-40gb-", 0x20B0)]
+)
+def test_shipped_layouts_fit_the_model_they_are_named_for(prefix: str, device_id: int) -> None:
+    group_vars = Path(__file__).resolve().parents[2] / "inventory" / "group_vars" / "all.yml"
+    cfg = parse_layouts(yaml.safe_load(group_vars.read_text())["mig_configs"])
+    model = default_catalog().gpu(device_id)
+    gpus = [gpu_from_catalog(i, model, device_id) for i in range(8)]
+    names = [n for n in cfg.names() if n.startswith(prefix)]
+    assert len(names) == 2
+    for name in names:
+        out = validate_layout("h", cfg, name, gpus)
+        assert len(out) == 8 and all(g.mig_enabled and g.instances for g in out)
+    other = "h200-mixed" if prefix != "h200-" else "h100-80gb-mixed"
+    with pytest.raises(MigLayoutError, match="is not offered by this GPU"):
+        validate_layout("h", cfg, other, gpus)
