@@ -151,6 +151,18 @@ def check_gpu_count(h: HealthInput) -> list[CheckResult]:
     pci = len(h.facts.gpus)
     smi = len(h.facts.smi_gpus)
     expected = h.expected_gpus if h.expected_gpus is not None else pci
+    if expected == 0:
+        return [
+            CheckResult(
+                "gpu_count",
+                "fail",
+                0,
+                ">= 1",
+                "GPUs",
+                f"{h.host}: no NVIDIA GPU on the PCI bus; check that this is a GPU host (and, "
+                "in a VM, that the GPUs are passed through)",
+            )
+        ]
     if smi == expected and pci >= expected:
         return [CheckResult("gpu_count", "pass", smi, expected, "GPUs")]
     if pci < expected:

@@ -311,3 +311,15 @@ def test_other_derived_hosts_give_no_false_failure(fixture: str) -> None:
     facts = parse_host(fixture, raw)
     results = run_health(health_input(facts, raw, default_catalog()))
     assert [r.label for r in results if r.status == "fail"] == []
+
+
+def test_no_gpu_at_all_is_not_a_pass() -> None:
+    raw = real()
+    raw[names.SYSFS_PCI] = "".join(
+        ln for ln in raw[names.SYSFS_PCI].splitlines(keepends=True) if "0x10de" not in ln
+    )
+    for name in [n for n in raw if n.startswith("nvidia-smi")]:
+        del raw[name]
+    r = only(health(raw, expected=None), "gpu_count")[0]
+    assert (r.status, r.value) == ("fail", 0)
+    assert "no NVIDIA GPU on the PCI bus" in r.diagnosis

@@ -655,10 +655,19 @@ def allreduce_sweep(
     return points
 
 
-def worker(rank: int, ranks: int, spec: dict[str, Any], port: int, queue: Any) -> None:
-    """One GPU's measurements, then the collective sweep. Sends (rank, results, sweep, error)."""
+def worker(rank: int, ranks: int, spec: dict[str, Any], port: int, queue: Any, t0: float) -> None:
+    """One GPU's measurements, then the collective sweep.
+
+    Sends (rank, results, sweep, error, timing); timing marks are seconds since `t0`, the
+    parent's start of the workers (time.time(): comparable across processes).
+    """
     results: list[Result] = []
     sweep: list[dict[str, Any]] = []
+    timing: dict[str, float] = {}
+
+    def mark(what: str) -> None:
+        timing[what] = round(time.time() - t0, 2)
+
     try:
         import datetime
 
@@ -667,11 +676,13 @@ def worker(rank: int, ranks: int, spec: dict[str, Any], port: int, queue: Any) -
 
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.cuda.set_device(rank)
+        mark("torch_ready")
         floors = spec.get("floors", {})
         results += gemm_check(torch, rank, floors)
         results += fp8_check(torch, rank, spec)
         results.append(copy_check(torch, rank, floors))
         torch.cuda.empty_cache()
+        mark("gpu_checks")
         if ranks > 1:
             os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
             opts: dict[str, Any] = {"timeout": datetime.timedelta(seconds=120)}
@@ -685,41 +696,49 @@ def worker(rank: int, ranks: int, spec: dict[str, Any], port: int, queue: Any) -
                 )
             except TypeError:
                 dist.init_process_group("nccl", rank=rank, world_size=ranks, **opts)
+        mark("nccl_init")
         for turn in range(ranks):  # PCIe copies one GPU at a time: shared host paths
             if turn == rank:
                 results.append(h2d_check(torch, rank, floors))
             if ranks > 1:
                 dist.barrier()
+        mark("h2d")
         if ranks > 1 and spec.get("allreduce", {}).get("enabled", True):
             sweep = allreduce_sweep(torch, dist, rank, ranks, spec.get("allreduce", {}))
+        mark("sweep")
         if ranks > 1:
             dist.destroy_process_group()
-        queue.put((rank, results, sweep, ""))
+        queue.put((rank, results, sweep, "", timing))
     except Exception as exc:  # a worker must always answer, or the parent waits for nothing
-        queue.put((rank, results, sweep, f"{type(exc).__name__}: {exc}"))
+        queue.put((rank, results, sweep, f"{type(exc).__name__}: {exc}", timing))
 
 
 def run_workers(
     spec: dict[str, Any], count: int, timeout: float
-) -> tuple[list[Result], list[dict[str, Any]]]:
+) -> tuple[list[Result], list[dict[str, Any]], dict[int, dict[str, float]]]:
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=worker, args=(r, count, spec, port, queue)) for r in range(count)]
+    t0 = time.time()
+    procs = [
+        ctx.Process(target=worker, args=(r, count, spec, port, queue, t0)) for r in range(count)
+    ]
     for p in procs:
         p.start()
     replies: dict[int, tuple[list[Result], list[dict[str, Any]], str]] = {}
+    timings: dict[int, dict[str, float]] = {}
     deadline = time.monotonic() + timeout
     quiet = 0  # polls with every worker gone and nothing left to read
     while len(replies) < count and time.monotonic() < deadline and quiet < 3:
         try:
-            rank, res, sweep, err = queue.get(timeout=1.0)
+            rank, res, sweep, err, timing = queue.get(timeout=1.0)
         except Empty:
             quiet = quiet + 1 if not any(p.is_alive() for p in procs) else 0
             continue
         replies[rank] = (res, sweep, err)
+        timings[rank] = timing
     for p in procs:
         p.join(timeout=5)
         if p.is_alive():
@@ -747,7 +766,7 @@ def run_workers(
                 )
             )
     sweep = replies.get(0, ([], [], ""))[1]
-    return results, sweep
+    return results, sweep, timings
 
 
 def _free_port() -> int:
@@ -811,7 +830,9 @@ def run(spec: dict[str, Any], nvls: bool) -> dict[str, Any]:
             )
         )
     elif count:
-        worker_results, sweep = run_workers(spec, count, float(spec.get("timeout_s", 240)))
+        doc["parent_s"] = round(time.monotonic() - started, 2)
+        worker_results, sweep, timings = run_workers(spec, count, float(spec.get("timeout_s", 240)))
+        doc["worker_timing_s"] = {str(k): v for k, v in sorted(timings.items())}
         doc["results"] += worker_results
         doc["sweep"] = sweep
         doc["ranks"] = count
