@@ -262,7 +262,11 @@ def _set_mode(run: Runner, host: str, want: GpuLayout, have: GpuState, out: Outc
 def apply(run: Runner, host: str, opts: Options, *, dry_run: bool) -> Outcome:
     state = read_state(run, host)
     wanted = desired_layouts(run, host, opts, state)
-    outcome = Outcome(gpus=[{"index": w.index, "counts": w.counts()} for w in wanted])
+    outcome = Outcome(
+        gpus=[
+            {"index": w.index, "counts": w.counts(), "create": create_argument(w)} for w in wanted
+        ]
+    )
     work = [w for w in wanted if planned_actions(w, state[w.index])]
     if dry_run or not work:
         outcome.changed = bool(work)
@@ -301,15 +305,18 @@ def apply(run: Runner, host: str, opts: Options, *, dry_run: bool) -> Outcome:
     return outcome
 
 
-def load_options(path: str, *, no_block: bool = False) -> Options:
-    """The layout document the role writes (`-`: read it from stdin)."""
+def load_options(path: str, *, layout: str | None = None, no_block: bool = False) -> Options:
+    """The layout document the role writes (`-`: read it from stdin), or a plain mig-parted
+    file (`version: v1`, `mig-configs`, in JSON) with `layout` naming the layout."""
     if path == "-":
         doc = json.load(sys.stdin)
     else:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
+    if "mig-configs" in doc:
+        doc = {"layout": layout, "config": doc}
     return Options(
-        layout=str(doc["layout"]),
+        layout=str(layout or doc["layout"]),
         config=doc["config"],
         gpu_clients=tuple(doc.get("gpu_clients", ())),
         stop_gpu_containers=bool(doc.get("stop_gpu_containers", False)),
@@ -322,13 +329,14 @@ def main(argv: Sequence[str] | None = None, run: Runner = run_command) -> int:
     parser = argparse.ArgumentParser(prog="gpuprov-mig", description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="/etc/gpuprov/mig.json")
     parser.add_argument("--host", default=socket.gethostname(), help="name used in messages")
+    parser.add_argument("--layout", help="layout name (overrides the file's)")
     parser.add_argument(
         "--no-block", action="store_true", help="queue unit starts (the boot unit uses this)"
     )
     parser.add_argument("command", choices=("check", "apply"))
     args = parser.parse_args(argv)
     try:
-        opts = load_options(args.config, no_block=args.no_block)
+        opts = load_options(args.config, layout=args.layout, no_block=args.no_block)
         outcome = apply(run, args.host, opts, dry_run=args.command == "check")
     except GpuprovError as exc:
         print(f"gpuprov-mig: error: {exc}", file=sys.stderr)

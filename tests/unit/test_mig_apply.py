@@ -302,9 +302,23 @@ def test_main_reads_the_document_from_stdin(
     host = FakeHost([Gpu(), Gpu()])
     assert main(["--config", "-", "--host", "n1", "check"], run=host) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed["changed"] is True and printed["gpus"] == [
-        {"index": 1, "counts": {"1g.18gb": 7}}
+    assert printed["changed"] is True
+    assert printed["gpus"] == [
+        {"index": 1, "counts": {"1g.18gb": 7}, "create": "19:0,19:1,19:2,19:3,19:4,19:5,19:6"}
     ]
     monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({**doc, "layout": "too-big"})))
     assert main(["--config", "-", "--host", "n1", "check"], run=host) == 2
     assert "n1: layout 'too-big' on GPU 0" in capsys.readouterr().err
+
+
+def test_main_takes_a_plain_mig_parted_file_and_a_layout_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "layouts.json"
+    path.write_text(json.dumps({"version": "v1", "mig-configs": LAYOUTS}))
+    host = FakeHost([Gpu(), Gpu()])
+    assert main(["--config", str(path), "--layout", "mixed", "check"], run=host) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [g["create"] for g in printed["gpus"]] == ["9:4,14:0,19:2,19:3"] * 2
+    assert main(["--config", str(tmp_path / "missing.json"), "check"], run=host) == 2
+    assert "cannot read" in capsys.readouterr().err
