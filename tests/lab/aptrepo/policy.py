@@ -1,0 +1,25 @@
+"""Role variables that point a lab's hosts at the test-double repository (group_vars/lab.yml)."""
+
+from __future__ import annotations
+
+from aptrepo.packages import TOOLKIT_VERSIONS
+from aptrepo.serve import ServedRepo
+
+# CUDA-style directory per host, chosen on the host (debian12 / debian13).
+_CUDA_DIR = "cuda/repos/{{ ansible_facts['distribution'] | lower }}"
+_CUDA_DIR += "{{ ansible_facts['distribution_major_version'] }}/x86_64"
+
+
+def lab_policy(repo: ServedRepo) -> dict[str, object]:
+    """Variables for the lab's group_vars: the toolkit (and FM/nscq) from the test doubles.
+
+    `gpuprov_lab_cuda_repo_url` / `gpuprov_lab_repo_key_url` are for the driver role's
+    fabric manager and nscq packages (nvidia-fabricmanager-<branch>, libnvidia-nscq-<branch>).
+    """
+    return {
+        "nvidia_container_toolkit_repo_base_url": repo.toolkit_base_url,
+        "nvidia_container_toolkit_repo_key_url": repo.key_url,
+        "nvidia_container_toolkit_version": TOOLKIT_VERSIONS[0],
+        "gpuprov_lab_repo_key_url": repo.key_url,
+        "gpuprov_lab_cuda_repo_url": f"{repo.base_url}/{_CUDA_DIR}",
+    }
