@@ -160,7 +160,7 @@ def run_playbook(
     hosts: Sequence[str],
     host_vars: Mapping[str, Mapping[str, object]],
     run_dir: Path,
-    playbook: Path = SITE_PLAYBOOK,
+    playbook: Path | None = None,  # None: playbooks/site.yml
     check: bool = False,
     serial: str | None = None,
     max_fail_percent: int | None = None,
@@ -205,7 +205,7 @@ def run_playbook(
         artifact_dir=str(run_dir),
         ident="ansible",
         project_dir=str(REPO_ROOT),
-        playbook=str(playbook.resolve()),
+        playbook=str((playbook or SITE_PLAYBOOK).resolve()),
         inventory=[str(p) for p in inventories] + [str(overlay)],
         limit=",".join(hosts),
         cmdline=shlex.join(cmdline) or None,

@@ -333,8 +333,8 @@ def _fabric_reason(facts: HostFacts, nvswitches: int) -> str:
     states = {g.fabric_state for g in facts.smi_gpus if g.fabric_state}
     if states == {"Completed"}:
         return (
-            "fabric manager: not here, no NVSwitch on the PCI bus (GPUs report fabric state "
-            "Completed: the fabric is managed outside this host, e.g. by the hypervisor)"
+            "fabric manager: not needed, no NVSwitch on the PCI bus (GPUs report fabric "
+            "state Completed: the fabric is managed outside this host, e.g. by the hypervisor)"
         )
     return "fabric manager: not needed, no NVSwitch on the PCI bus"
 

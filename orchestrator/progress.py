@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -71,15 +72,15 @@ class ApplyProgress:
             line.ok += 1
             line.changed += int(changed)
             if changed:
-                self._log(f"[yellow]changed[/] {host}: {task}")
+                self._log(f"[yellow]changed[/] {escape(host)}: {escape(task)}")
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
             line.failed += 1
             line.state = "failed"
             msg = str(res.get("msg", "")) if isinstance(res, Mapping) else ""
-            self._log(f"[red]failed[/]  {host}: {task}: {msg}")
+            self._log(f"[red]failed[/]  {escape(host)}: {escape(task)}: {escape(msg)}")
         elif kind == "runner_on_unreachable":
             line.state = "unreachable"
-            self._log(f"[red]unreachable[/] {host}: {task}")
+            self._log(f"[red]unreachable[/] {escape(host)}: {escape(task)}")
         else:
             return
         if self._live is not None:
@@ -95,8 +96,8 @@ class ApplyProgress:
             table.add_column(col)
         for host, line in self.lines.items():
             table.add_row(
-                host,
-                line.task if line.state == "running" else f"{line.state}: {line.task}",
+                escape(host),
+                escape(line.task if line.state == "running" else f"{line.state}: {line.task}"),
                 str(line.ok),
                 str(line.changed),
                 str(line.failed),

@@ -1,0 +1,390 @@
+"""The stages behind `provision`: detect, plan, apply, validate, verify, and all of them.
+
+Each `run_*` takes the parsed options and returns the exit code (0 every host ok, 1 some host
+failed, 2 bad input found before any change). Bad input anywhere (inventory, policy of any
+host, options, a pinned branch too old for a GPU) raises before any host is touched; a host
+the plan blocks is left out and the others go on. The other parts plug in through one small
+function each (`_load_inventory`, `_detect`, `_validate_host`, `_verify_hosts`), so a part
+that is missing says so plainly instead of pretending to pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, cast
+
+from rich.console import Console
+from rich.markup import escape
+
+from orchestrator import apply as apply_mod
+from orchestrator import report as rep
+from orchestrator.catalog import Catalog, default_catalog
+from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError
+from orchestrator.facts import HostFacts
+from orchestrator.plan import HostPlan, plan_fleet
+from orchestrator.policy import Policy, load_policies
+
+RawFacts = dict[str, str]
+GPU_GROUP = "gpu_nodes"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The hosts of one run: the inventory as loaded, and each host's variables."""
+
+    inventory_path: Path | None
+    handle: object  # orchestrator.inventory's Inventory, handed back to detect
+    hostvars: Mapping[str, Mapping[str, object]]
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(self.hostvars)
+
+
+@dataclass(frozen=True)
+class Detected:
+    raw: Mapping[str, RawFacts]
+    facts: Mapping[str, HostFacts]
+    errors: Mapping[str, str]  # host -> why detection failed (unreachable, host key...)
+
+
+# --- plug points: one small function per part ----------------------------------------------
+
+
+def _load_inventory(path: str | None, limit: str | None) -> Fleet:
+    """orchestrator.inventory (ansible-core's InventoryManager): hosts and resolved vars.
+
+    Only members of `gpu_nodes` (the group the site playbook converges) are provisioned
+    when the inventory has that group."""
+    from orchestrator.inventory import load_inventory
+
+    if not path:
+        raise BadInputError(
+            "no inventory given", fix="pass --inventory PATH (INI or YAML, e.g. inventory/p5.ini)"
+        )
+    inv = load_inventory(Path(path), limit)
+    hosts = [h for h in inv.hosts if GPU_GROUP in h.groups or GPU_GROUP not in inv.groups]
+    if not hosts:
+        raise BadInputError(
+            f"--limit {limit!r} matches no host of group {GPU_GROUP} in {path}",
+            fix=f"use a host pattern that selects members of {GPU_GROUP}",
+        )
+    return Fleet(Path(path), inv, {h.name: dict(h.vars) for h in hosts})
+
+
+def _detect(fleet: Fleet, console: Console) -> Detected:
+    """orchestrator.detect: every host probed in parallel, one SSH round-trip each."""
+    from orchestrator.parsers import parse_host
+
+    detect_mod = importlib.import_module("orchestrator.detect")
+    result = detect_mod.detect_hosts(fleet.handle)
+    raw = cast(Mapping[str, RawFacts], result.raw)
+    errors = {h: str(e) for h, e in cast(Mapping[str, object], result.errors).items()}
+    return Detected(raw, {h: parse_host(h, r) for h, r in raw.items()}, errors)
+
+
+def _executor(fleet: Fleet, host: str) -> Any:
+    """How validation reaches a host: locally, or `ssh` with the inventory's host key files
+    (StrictHostKeyChecking: an unknown key is refused, never accepted)."""
+    from orchestrator.inventory import Inventory
+    from orchestrator.validate.runner import SubprocessExecutor
+
+    h = cast(Inventory, fleet.handle).host(host)
+    sudo = ("sudo", "-n") if h.become else ()
+    if h.connection == "local":
+        return SubprocessExecutor(sudo)
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-p", str(h.port)]
+    if h.known_hosts:
+        argv += ["-o", "UserKnownHostsFile=" + " ".join(h.known_hosts)]
+    if h.key_file:
+        argv += ["-i", h.key_file]
+    argv.append(f"{h.user}@{h.address}" if h.user else h.address)
+    return SubprocessExecutor((*argv, *sudo))
+
+
+def _validate_host(
+    fleet: Fleet, host: str, facts: HostFacts, raw: RawFacts, policy: Policy, runtime: str | None
+) -> rep.StageResult:
+    """orchestrator.validate (GPU, NCCL and host health checks) for one host."""
+    try:
+        runner = importlib.import_module("orchestrator.validate.runner")
+    except ModuleNotFoundError:
+        return rep.StageResult(
+            "not_available", note="orchestrator.validate.runner is not installed"
+        )
+    checks = runner.validate_host(
+        facts,
+        raw,
+        catalog=default_catalog(),
+        policy=policy,
+        execute=_executor(fleet, host),
+        runtime=runtime,
+    )
+    return rep.StageResult("done", tuple(checks))
+
+
+def _verify_hosts(
+    fleet: Fleet, hosts: Sequence[str], plans: Mapping[str, HostPlan], workdir: Path
+) -> dict[str, rep.StageResult]:
+    """orchestrator.verify: the testinfra suite against the planned state."""
+    from orchestrator.verify.runner import run_suite
+
+    if fleet.inventory_path is None:
+        return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
+    run = run_suite(
+        fleet.inventory_path,
+        ",".join(hosts),
+        workdir,
+        plan_vars={h: plans[h].role_vars() for h in hosts},
+        workers=min(8, len(hosts)),
+        stream=False,
+    )
+    return {
+        h: rep.StageResult("done", tuple(run.results.get(h, ())))
+        if h in run.results
+        else rep.StageResult("error", note="the suite reported nothing for this host")
+        for h in hosts
+    }
+
+
+# --- shared steps ----------------------------------------------------------------------
+
+
+def _console(args: argparse.Namespace) -> Console:
+    # Tables go to stderr when stdout carries JSON.
+    return Console(stderr=bool(getattr(args, "json", False)), highlight=False)
+
+
+def _plan(
+    facts: Mapping[str, HostFacts],
+    hostvars: Mapping[str, Mapping[str, object]],
+    catalog: Catalog,
+) -> tuple[dict[str, Policy], dict[str, HostPlan]]:
+    """Policies of every host first (all problems at once), then plans; both bad input."""
+    policies = load_policies({h: hostvars.get(h, {}) for h in facts})
+    plans = plan_fleet(facts, policies, catalog, today=dt.datetime.now(dt.UTC).date())
+    return policies, plans
+
+
+def _write_report(args: argparse.Namespace, report: rep.RunReport) -> None:
+    path = getattr(args, "report", None)
+    if path:
+        Path(path).write_text(json.dumps(rep.report_document(report), indent=2) + "\n")
+
+
+def _finish(args: argparse.Namespace, console: Console, report: rep.RunReport) -> int:
+    report = replace(report, finished=dt.datetime.now(dt.UTC))
+    rep.render_report(console, report)
+    _write_report(args, report)
+    if getattr(args, "json", False):
+        print(json.dumps(rep.report_document(report), indent=2))
+    return report.exit_code
+
+
+def _detect_fleet(args: argparse.Namespace, console: Console) -> tuple[Fleet, Detected]:
+    fleet = _load_inventory(args.inventory, args.limit)
+    detected = _detect(fleet, console)
+    return fleet, detected
+
+
+# --- stages ----------------------------------------------------------------------------
+
+
+def run_detect(args: argparse.Namespace) -> int:
+    console = _console(args)
+    fleet, detected = _detect_fleet(args, console)
+    if getattr(args, "save", None):
+        from orchestrator.factsdir import save_dir
+
+        root = save_dir(args.save, detected.raw)
+        console.print(f"raw outputs of {len(detected.raw)} host(s) saved under {root}")
+    reports = rep.host_reports(fleet.hosts, facts=detected.facts, detect_errors=detected.errors)
+    return _finish(args, console, rep.RunReport("detect", reports))
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    console = _console(args)
+    catalog = default_catalog()
+    errors: Mapping[str, str] = {}
+    if getattr(args, "facts", None):
+        from orchestrator.factsdir import load_dir
+        from orchestrator.parsers import parse_host
+
+        raw = load_dir(args.facts)
+        hostvars: Mapping[str, Mapping[str, object]] = {h: {} for h in raw}
+        if args.inventory:  # policy from the inventory for the hosts it names
+            fleet = _load_inventory(args.inventory, args.limit)
+            hostvars = {h: fleet.hostvars.get(h, {}) for h in raw}
+        facts = {h: parse_host(h, r) for h, r in raw.items()}
+    else:
+        fleet, detected = _detect_fleet(args, console)
+        facts, errors, hostvars = dict(detected.facts), detected.errors, fleet.hostvars
+    _, plans = _plan(facts, hostvars, catalog)
+    if getattr(args, "json", False):
+        print(json.dumps(rep.plan_document(plans), indent=2))
+    else:
+        rep.render_plans(console, plans)
+    for host, why in sorted(errors.items()):
+        console.print(f"[red]unreachable[/] {host}: {escape(why)}", highlight=False)
+    report = rep.RunReport(
+        "plan",
+        rep.host_reports(sorted({*facts, *errors}), facts=facts, detect_errors=errors, plans=plans),
+    )
+    _write_report(args, replace(report, finished=dt.datetime.now(dt.UTC)))
+    return report.exit_code
+
+
+@dataclass(frozen=True)
+class _Applied:
+    fleet: Fleet
+    detected: Detected
+    policies: Mapping[str, Policy]
+    plans: Mapping[str, HostPlan]
+    result: apply_mod.ApplyResult | None
+
+
+def _apply(args: argparse.Namespace, console: Console) -> _Applied:
+    """Detect, plan, check every input, then apply to the hosts the plan does not block."""
+    apply_mod.check_options(args.serial, args.max_fail_percent)
+    fleet, detected = _detect_fleet(args, console)
+    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog())
+    targets = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
+    for host in sorted(h for h in plans if plans[h].blocked):
+        console.print(f"[yellow]blocked[/] {host}: {escape('; '.join(plans[host].blockers))}")
+    if not targets:
+        return _Applied(fleet, detected, policies, plans, None)
+    run_dir = apply_mod.new_run_dir()
+    assert fleet.inventory_path is not None
+    from orchestrator.progress import ApplyProgress
+
+    with ApplyProgress(console, tuple(targets)) as progress:
+        result = apply_mod.run_playbook(
+            inventories=[fleet.inventory_path],
+            hosts=targets,
+            host_vars={h: plans[h].role_vars() for h in targets},
+            run_dir=run_dir,
+            check=args.check,
+            serial=args.serial,
+            max_fail_percent=args.max_fail_percent,
+            verbosity=args.verbose,
+            on_event=progress,
+        )
+    return _Applied(fleet, detected, policies, plans, result)
+
+
+def run_apply(args: argparse.Namespace) -> int:
+    console = _console(args)
+    done = _apply(args, console)
+    reports = rep.host_reports(
+        done.fleet.hosts,
+        facts=done.detected.facts,
+        detect_errors=done.detected.errors,
+        plans=done.plans,
+        applied=done.result.hosts if done.result else None,
+    )
+    run_dir = str(done.result.artifact_dir) if done.result else None
+    return _finish(args, console, rep.RunReport("apply", reports, args.check, run_dir))
+
+
+def _validation(
+    fleet: Fleet,
+    hosts: Sequence[str],
+    detected: Detected,
+    plans: Mapping[str, HostPlan],
+    policies: Mapping[str, Policy],
+    args: argparse.Namespace,
+) -> dict[str, rep.StageResult]:
+    out: dict[str, rep.StageResult] = {}
+    runtime = getattr(args, "runtime", None)
+    for h in hosts:
+        if h not in detected.facts or plans[h].blocked:
+            out[h] = rep.StageResult("not_run", note="host not reachable or blocked")
+            continue
+        raw = dict(detected.raw[h])
+        out[h] = _validate_host(fleet, h, detected.facts[h], raw, policies[h], runtime)
+    return out
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    console = _console(args)
+    fleet, detected = _detect_fleet(args, console)
+    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog())
+    validation = _validation(fleet, fleet.hosts, detected, plans, policies, args)
+    reports = rep.host_reports(
+        fleet.hosts,
+        facts=detected.facts,
+        detect_errors=detected.errors,
+        plans=plans,
+        validation=validation,
+    )
+    return _finish(args, console, rep.RunReport("validate", reports))
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    console = _console(args)
+    fleet, detected = _detect_fleet(args, console)
+    _, plans = _plan(detected.facts, fleet.hostvars, default_catalog())
+    hosts = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
+    verification = _verify_hosts(fleet, hosts, plans, apply_mod.new_run_dir()) if hosts else {}
+    reports = rep.host_reports(
+        fleet.hosts,
+        facts=detected.facts,
+        detect_errors=detected.errors,
+        plans=plans,
+        verification=verification,
+    )
+    return _finish(args, console, rep.RunReport("verify", reports))
+
+
+def run_all(args: argparse.Namespace) -> int:
+    """detect -> plan -> apply -> detect again -> validate -> verify -> report."""
+    console = _console(args)
+    done = _apply(args, console)
+    applied = done.result.hosts if done.result else {}
+    ok = [h for h in done.fleet.hosts if h in applied and applied[h].succeeded]
+    validation: dict[str, rep.StageResult] = {}
+    verification: dict[str, rep.StageResult] = {}
+    if ok and not args.check:
+        # The hosts changed: validate and verify what they are now, not what they were.
+        after = _detect(done.fleet, console)
+        validation = _validation(done.fleet, ok, after, done.plans, done.policies, args)
+        assert done.result is not None
+        verification = _verify_hosts(done.fleet, ok, done.plans, done.result.artifact_dir)
+        detected_facts: Mapping[str, HostFacts] = {**done.detected.facts, **after.facts}
+        detect_errors: Mapping[str, str] = {**done.detected.errors, **after.errors}
+    else:
+        detected_facts, detect_errors = done.detected.facts, done.detected.errors
+        note = "check mode: nothing was applied" if args.check else "no host was applied"
+        skipped = rep.StageResult("not_run", note=note)
+        validation = {h: skipped for h in done.fleet.hosts}
+        verification = dict(validation)
+    reports = rep.host_reports(
+        done.fleet.hosts,
+        facts=detected_facts,
+        detect_errors=detect_errors,
+        plans=done.plans,
+        applied=applied,
+        validation=validation,
+        verification=verification,
+    )
+    run_dir = str(done.result.artifact_dir) if done.result else None
+    return _finish(args, console, rep.RunReport("all", reports, args.check, run_dir))
+
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_HOST_FAILED",
+    "EXIT_OK",
+    "run_all",
+    "run_apply",
+    "run_detect",
+    "run_plan",
+    "run_validate",
+    "run_verify",
+]

@@ -1,0 +1,319 @@
+"""The run report: a closing per-host table and a versioned JSON document.
+
+The JSON schema is documented in docs/report-schema.md; bump SCHEMA_VERSION on any change
+that is not a pure addition. `provision plan --json` prints the plan document (each host's
+ordered roles under `roles`); a full run writes the report document.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Literal
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.apply import HostApplyStats
+from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK
+from orchestrator.facts import HostFacts
+from orchestrator.plan import HostPlan
+from orchestrator.validate.result import CheckResult
+
+SCHEMA_VERSION = 1
+try:
+    GPUPROV_VERSION = metadata.version("gpuprov")
+except metadata.PackageNotFoundError:  # running from a checkout that was never installed
+    GPUPROV_VERSION = "unknown"
+PLAN_SCHEMA = "gpuprov.plan"
+REPORT_SCHEMA = "gpuprov.report"
+
+HostStatus = Literal["ok", "failed", "unreachable", "blocked"]
+StageState = Literal["done", "not_run", "not_available", "error"]
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """Validation or verification of one host: the checks, or why there are none."""
+
+    state: StageState
+    checks: tuple[CheckResult, ...] = ()
+    note: str = ""  # why not run / not available / the error
+
+    @property
+    def failed(self) -> bool:
+        return self.state == "error" or any(c.status == "fail" for c in self.checks)
+
+    def summary(self) -> str:
+        if self.state != "done":
+            return self.state.replace("_", " ")
+        counts = {
+            s: sum(1 for c in self.checks if c.status == s)
+            for s in ("pass", "fail", "warn", "skip")
+        }
+        return " ".join(f"{n} {s}" for s, n in counts.items() if n) or "no checks"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "state": self.state,
+            "note": self.note,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+NOT_RUN = StageResult("not_run")
+
+
+@dataclass(frozen=True)
+class HostReport:
+    host: str
+    facts: HostFacts | None = None
+    detect_error: str | None = None
+    plan: HostPlan | None = None
+    apply: HostApplyStats | None = None
+    validation: StageResult = NOT_RUN
+    verification: StageResult = NOT_RUN
+
+    @property
+    def status(self) -> HostStatus:
+        if self.detect_error is not None or (self.apply and self.apply.unreachable):
+            return "unreachable"
+        if self.plan is not None and self.plan.blocked:
+            return "blocked"
+        if self.apply is not None and not self.apply.succeeded:
+            return "failed"
+        if self.validation.failed or self.verification.failed:
+            return "failed"
+        return "ok"
+
+
+@dataclass(frozen=True)
+class RunReport:
+    command: str  # the stage: all, plan, apply...
+    hosts: tuple[HostReport, ...]
+    check_mode: bool = False
+    artifact_dir: str | None = None
+    started: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    finished: dt.datetime | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """1 when any host failed or was unreachable; else 2 when any was blocked; else 0."""
+        statuses = {h.status for h in self.hosts}
+        if statuses & {"failed", "unreachable"}:
+            return EXIT_HOST_FAILED
+        if "blocked" in statuses:
+            return EXIT_BAD_INPUT
+        return EXIT_OK
+
+
+# --- JSON -------------------------------------------------------------------------------
+
+
+def _facts_dict(facts: HostFacts) -> dict[str, object]:
+    return {
+        "os": facts.os.pretty_name if facts.os else None,
+        "kernel": facts.kernel,
+        "secure_boot": facts.secure_boot,
+        "driver": (
+            {"version": facts.loaded_driver.version, "flavour": facts.loaded_driver.flavour}
+            if facts.loaded_driver
+            else None
+        ),
+        "gpu_count": len(facts.gpus),
+        "docker": facts.runtime.docker_version,
+        "toolkit": facts.runtime.toolkit_version,
+        "errors": list(facts.errors),
+    }
+
+
+def plan_dict(plan: HostPlan) -> dict[str, object]:
+    return {
+        "simulated": plan.simulated,
+        "gpus": [
+            {"model": g.model, "sku": g.sku, "device_id": f"0x{g.device_id:04x}", "count": g.count}
+            for g in plan.gpus
+        ],
+        "nvswitches": plan.nvswitches,
+        "blocked": plan.blocked,
+        "roles": [
+            {"name": r.name, "vars": dict(r.vars), "reason": r.reason, "change": r.change}
+            for r in plan.roles
+        ],
+        "warnings": list(plan.warnings),
+        "blockers": list(plan.blockers),
+    }
+
+
+def _apply_dict(stats: HostApplyStats) -> dict[str, object]:
+    return {
+        "ok": stats.ok,
+        "changed": stats.changed,
+        "failed": stats.failed,
+        "unreachable": stats.unreachable,
+        "skipped": stats.skipped,
+        "changed_tasks": list(stats.changed_tasks),
+        "failed_tasks": list(stats.failed_tasks),
+    }
+
+
+def plan_document(plans: Mapping[str, HostPlan]) -> dict[str, object]:
+    """`provision plan --json`: each host's plan, its ordered roles under `roles`."""
+    return {
+        "schema": PLAN_SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "gpuprov_version": GPUPROV_VERSION,
+        "hosts": {h: plan_dict(p) for h, p in sorted(plans.items())},
+    }
+
+
+def report_document(report: RunReport) -> dict[str, object]:
+    hosts: dict[str, object] = {}
+    for h in report.hosts:
+        hosts[h.host] = {
+            "status": h.status,
+            "simulated": bool(h.facts and h.facts.simulated),
+            "detect_error": h.detect_error,
+            "facts": _facts_dict(h.facts) if h.facts else None,
+            "plan": plan_dict(h.plan) if h.plan else None,
+            "apply": _apply_dict(h.apply) if h.apply else None,
+            "validation": h.validation.to_dict(),
+            "verification": h.verification.to_dict(),
+        }
+    statuses = [h.status for h in report.hosts]
+    return {
+        "schema": REPORT_SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "gpuprov_version": GPUPROV_VERSION,
+        "command": report.command,
+        "check_mode": report.check_mode,
+        "started": report.started.isoformat(timespec="seconds"),
+        "finished": report.finished.isoformat(timespec="seconds") if report.finished else None,
+        "artifact_dir": report.artifact_dir,
+        "exit_code": report.exit_code,
+        "summary": {s: statuses.count(s) for s in ("ok", "failed", "unreachable", "blocked")},
+        "hosts": hosts,
+    }
+
+
+# --- tables -----------------------------------------------------------------------------
+
+
+def render_plans(console: Console, plans: Mapping[str, HostPlan]) -> None:
+    """`provision plan`: one table per host (roles, reasons), then warnings and blockers."""
+    for host, plan in sorted(plans.items()):
+        title = f"{host}: {plan.gpu_summary}"
+        if plan.nvswitches:
+            title += f", {plan.nvswitches} NVSwitch"
+        table = Table(title=escape(title), title_justify="left", show_lines=False)
+        table.add_column("role")
+        table.add_column("change")
+        table.add_column("reason")
+        for role in plan.roles:
+            table.add_row(role.name, "yes" if role.change else "no", escape(role.reason))
+        console.print(table)
+        for w in plan.warnings:
+            console.print(f"  [yellow]warning[/]: {escape(w)}", highlight=False)
+        for b in plan.blockers:
+            console.print(f"  [red]blocked[/]: {escape(b)}", highlight=False)
+
+
+def _plan_cell(plan: HostPlan | None) -> str:
+    if plan is None:
+        return "-"
+    if plan.blocked:
+        return "blocked: " + "; ".join(plan.blockers)
+    parts = []
+    for r in plan.roles:
+        if r.name == "nvidia_driver":
+            v = r.vars
+            text = f"R{v['nvidia_driver_branch']} {v['nvidia_driver_flavour']}"
+            text += " (no change)" if not r.change else ""
+            text += " +FM" if v.get("nvidia_driver_fabricmanager") else ""
+            parts.append(text)
+        else:
+            parts.append(r.name)
+    return ", ".join(parts)
+
+
+def _changed_cell(stats: HostApplyStats | None) -> str:
+    if stats is None:
+        return "-"
+    if stats.unreachable:
+        return "unreachable"
+    text = f"{stats.changed} changed"
+    if stats.changed_tasks:
+        shown = stats.changed_tasks[:4]
+        text += ": " + "; ".join(shown) + ("; ..." if len(stats.changed_tasks) > 4 else "")
+    if stats.failed_tasks:
+        text += " | failed: " + "; ".join(stats.failed_tasks)
+    return text
+
+
+def _gpus_cell(h: HostReport) -> str:
+    if h.plan is not None:
+        return h.plan.gpu_summary
+    if h.facts is not None:
+        text = f"{len(h.facts.gpus)} GPU"
+        return text + " (simulated)" if h.facts.simulated else text
+    return h.detect_error or "-"
+
+
+def _stage_cell(stage: StageResult) -> str:
+    text = stage.summary()
+    failed = [c.label for c in stage.checks if c.status == "fail"]
+    if failed:
+        text += ": " + ", ".join(failed[:5])
+    if stage.state != "done" and stage.note:
+        text += f" ({stage.note})"
+    return text
+
+
+def render_report(console: Console, report: RunReport) -> None:
+    """The closing table: one row per host."""
+    title = f"provision {report.command}" + (" (check mode)" if report.check_mode else "")
+    table = Table(title=title, title_justify="left", show_lines=True)
+    for col in ("host", "status", "GPUs", "plan", "changed", "validation", "verification"):
+        table.add_column(col, overflow="fold")
+    colours = {"ok": "green", "failed": "red", "unreachable": "red", "blocked": "yellow"}
+    for h in report.hosts:
+        table.add_row(
+            escape(h.host),
+            f"[{colours[h.status]}]{h.status}[/]",
+            escape(_gpus_cell(h)),
+            escape(_plan_cell(h.plan)),
+            escape(_changed_cell(h.apply)),
+            escape(_stage_cell(h.validation)),
+            escape(_stage_cell(h.verification)),
+        )
+    console.print(table)
+    if report.artifact_dir:
+        console.print(f"artifacts: {escape(report.artifact_dir)}", highlight=False)
+
+
+def host_reports(
+    hosts: Sequence[str],
+    *,
+    facts: Mapping[str, HostFacts] | None = None,
+    detect_errors: Mapping[str, str] | None = None,
+    plans: Mapping[str, HostPlan] | None = None,
+    applied: Mapping[str, HostApplyStats] | None = None,
+    validation: Mapping[str, StageResult] | None = None,
+    verification: Mapping[str, StageResult] | None = None,
+) -> tuple[HostReport, ...]:
+    """Assemble per-host reports from what each stage produced (absent stage: not run)."""
+    return tuple(
+        HostReport(
+            host=h,
+            facts=(facts or {}).get(h),
+            detect_error=(detect_errors or {}).get(h),
+            plan=(plans or {}).get(h),
+            apply=(applied or {}).get(h),
+            validation=(validation or {}).get(h, NOT_RUN),
+            verification=(verification or {}).get(h, NOT_RUN),
+        )
+        for h in hosts
+    )

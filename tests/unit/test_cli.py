@@ -1,0 +1,269 @@
+"""`provision` end to end without SSH: offline plans from saved facts, and the apply wiring on
+local-connection hosts whose facts come from the real fixture."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator import apply as apply_mod
+from orchestrator import pipeline
+from orchestrator.cli import main
+from orchestrator.parsers import parse_host
+
+REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
+H200 = REAL / "h200x2-ubuntu2404-580"
+
+
+def facts_dir(tmp_path: Path, unknown: bool = False, h100: bool = False) -> Path:
+    root = tmp_path / "facts"
+    shutil.copytree(H200, root / "h200-real")
+    if unknown:  # the same host with an unknown GPU id
+        shutil.copytree(H200, root / "odd")
+        pci = root / "odd" / "sysfs-pci-devices.txt"
+        pci.chmod(0o644)
+        pci.write_text(pci.read_text().replace("device=0x2335", "device=0x9999"))
+    if h100:
+        shutil.copytree(H200, root / "p5")
+        pci = root / "p5" / "sysfs-pci-devices.txt"
+        pci.chmod(0o644)
+        pci.write_text(pci.read_text().replace("device=0x2335", "device=0x2330"))
+    for p in root.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return root
+
+
+def test_plan_offline_json_plans_the_real_h200(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(["plan", "--facts", str(facts_dir(tmp_path)), "--json"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    doc = json.loads(out)
+    host = doc["hosts"]["h200-real"]
+    assert [r["name"] for r in host["roles"]] == [
+        "nvidia_driver",
+        "docker",
+        "nvidia_container_toolkit",
+    ]
+    driver = host["roles"][0]
+    assert driver["vars"]["nvidia_driver_fabricmanager"] is False
+    assert driver["vars"]["nvidia_driver_version"] == "580.159.04"
+    assert driver["vars"]["nvidia_driver_flavour"] == "open"
+    assert driver["reason"].startswith("no change: 580.159.04 open already loaded")
+    assert host["nvswitches"] == 0 and not host["blockers"]
+
+
+def test_unknown_gpu_blocks_one_host_and_plans_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "report.json"
+    rc = main(
+        [
+            "plan",
+            "--facts",
+            str(facts_dir(tmp_path, unknown=True)),
+            "--json",
+            "--report",
+            str(report),
+        ]
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 2
+    assert doc["hosts"]["h200-real"]["roles"] and not doc["hosts"]["h200-real"]["blockers"]
+    assert "10de:9999 at 0000:00:06.0" in doc["hosts"]["odd"]["blockers"][0]
+    saved = json.loads(report.read_text())
+    assert saved["schema"] == "gpuprov.report" and saved["exit_code"] == 2
+    assert saved["hosts"]["odd"]["status"] == "blocked"
+
+
+def test_plan_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--facts", str(facts_dir(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert "h200-real: 2x H200 SXM 141GB" in out and "nvidia_driver" in out
+
+
+def inventory(tmp_path: Path, hosts: dict[str, str], extra: str = "") -> Path:
+    path = tmp_path / "inventory.ini"
+    lines = [
+        f"{h} ansible_connection=local ansible_python_interpreter={sys.executable} {v}"
+        for h, v in hosts.items()
+    ]
+    path.write_text("[gpu_nodes]\n" + "\n".join(lines) + "\n" + extra)
+    return path
+
+
+def test_pinned_470_on_h100_is_exit_2_naming_host_value_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inv = inventory(tmp_path, {"p5": "nvidia_driver_branch=470", "h200-real": ""})
+    rc = main(["plan", "--facts", str(facts_dir(tmp_path, h100=True)), "-i", str(inv)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "p5: nvidia_driver_branch=470 is too old" in err
+    assert "H100 SXM5 80GB needs >= 525.85.05" in err and "fix: pin a branch" in err
+
+
+def test_wrong_typed_policy_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inv = inventory(tmp_path, {"h200-real": "nvidia_driver_reboot=sometimes"})
+    rc = main(["plan", "--facts", str(facts_dir(tmp_path)), "-i", str(inv)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "h200-real: nvidia_driver_reboot='sometimes'" in err and "allow or forbid" in err
+
+
+def test_missing_inventory_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["apply", "-i", str(tmp_path / "nope.ini")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+# --- apply wiring: real ansible-runner, local hosts, facts from the fixture --------------
+
+RECORD_PLAYBOOK = """\
+- name: Record the plan
+  hosts: gpu_nodes
+  gather_facts: false
+  tasks:
+    - name: Write the planned driver variables
+      ansible.builtin.copy:
+        dest: "{{ out_dir }}/{{ inventory_hostname }}.json"
+        content: "{{ {'branch': nvidia_driver_branch, 'version': nvidia_driver_version,
+                      'fm': nvidia_driver_fabricmanager, 'roles': gpuprov_roles} | to_json }}"
+        mode: "0644"
+"""
+
+
+@pytest.fixture
+def local_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Two local hosts with the H200 fixture as facts, one with an unknown GPU; a playbook
+    that records the variables it was given. Detection is replaced (no SSH here)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    facts = facts_dir(tmp_path, unknown=True)
+    raw = {h: {f.name: f.read_text() for f in (facts / h).iterdir()} for h in ("h200-real", "odd")}
+
+    def fake_detect(fleet: pipeline.Fleet, console: object) -> pipeline.Detected:
+        return pipeline.Detected(
+            raw={h: raw[h] for h in fleet.hosts},
+            facts={h: parse_host(h, raw[h]) for h in fleet.hosts},
+            errors={},
+        )
+
+    playbook = tmp_path / "site.yml"
+    playbook.write_text(RECORD_PLAYBOOK)
+    monkeypatch.setattr(pipeline, "_detect", fake_detect)
+    monkeypatch.setattr(apply_mod, "SITE_PLAYBOOK", playbook)
+    monkeypatch.chdir(tmp_path)  # artifacts/<timestamp>/ lands here
+    inv = inventory(tmp_path, {"h200-real": "", "odd": ""}, f"[gpu_nodes:vars]\nout_dir={out}\n")
+    return {"inventory": inv, "out": out, "tmp": tmp_path}
+
+
+def test_apply_passes_plan_vars_and_skips_blocked_hosts(
+    local_fleet: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = local_fleet["tmp"] / "report.json"
+    rc = main(["apply", "-i", str(local_fleet["inventory"]), "--report", str(report)])
+    assert rc == 2  # one host blocked (bad input); the other applied
+    recorded = json.loads((local_fleet["out"] / "h200-real.json").read_text())
+    assert recorded == {
+        "branch": "580",
+        "version": "580.159.04",
+        "fm": False,
+        "roles": ["nvidia_driver", "docker", "nvidia_container_toolkit"],
+    }
+    assert not (local_fleet["out"] / "odd.json").exists()
+    doc = json.loads(report.read_text())
+    assert doc["hosts"]["h200-real"]["apply"]["changed_tasks"] == [
+        "Write the planned driver variables"
+    ]
+    assert doc["hosts"]["odd"]["apply"] is None
+    artifacts = Path(doc["artifact_dir"])
+    assert (artifacts / "plan-inventory.yml").exists()
+    assert artifacts.parent == (local_fleet["tmp"] / "artifacts").resolve()
+
+
+def test_apply_check_mode_and_limit(
+    local_fleet: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(["apply", "-i", str(local_fleet["inventory"]), "--limit", "h200-real", "--check"])
+    assert rc == 0
+    assert not (local_fleet["out"] / "h200-real.json").exists()
+    assert "check mode" in capsys.readouterr().out
+
+
+def test_bad_serial_stops_before_any_host(
+    local_fleet: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(["apply", "-i", str(local_fleet["inventory"]), "--serial", "lots"])
+    assert rc == 2
+    assert "--serial 'lots'" in capsys.readouterr().err
+    assert not list(local_fleet["out"].iterdir())
+
+
+def test_validate_says_plainly_when_not_available(
+    local_fleet: dict[str, Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_import = pipeline.importlib.import_module
+
+    def no_runner(name: str) -> object:
+        if name == "orchestrator.validate.runner":
+            raise ModuleNotFoundError(name)
+        return real_import(name)
+
+    monkeypatch.setattr(pipeline.importlib, "import_module", no_runner)
+    report = local_fleet["tmp"] / "r.json"
+    main(
+        [
+            "validate",
+            "-i",
+            str(local_fleet["inventory"]),
+            "--limit",
+            "h200-real",
+            "--report",
+            str(report),
+        ]
+    )
+    doc = json.loads(report.read_text())
+    assert doc["hosts"]["h200-real"]["validation"]["state"] == "not_available"
+    assert doc["hosts"]["h200-real"]["validation"]["note"]
+    assert "available" in capsys.readouterr().out  # the table says so (wrapped at 80 columns)
+
+
+def test_validate_runs_the_health_checks_and_skips_cuda_on_simulated_hosts(
+    local_fleet: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Wired to orchestrator.validate: real health checks over the fixture's facts; the
+    CUDA checks say "skip" on a simulated host, never pass."""
+    raw = {f.name: f.read_text() for f in H200.iterdir()}
+    raw["gpusim.txt"] = "profile: h200\n# exit=0\n"
+
+    def simulated(fleet: pipeline.Fleet, console: object) -> pipeline.Detected:
+        return pipeline.Detected(
+            {"h200-real": raw}, {"h200-real": parse_host("h200-real", raw)}, {}
+        )
+
+    monkeypatch.setattr(pipeline, "_detect", simulated)
+    report = local_fleet["tmp"] / "r.json"
+    main(
+        [
+            "validate",
+            "-i",
+            str(local_fleet["inventory"]),
+            "--limit",
+            "h200-real",
+            "--report",
+            str(report),
+        ]
+    )
+    validation = json.loads(report.read_text())["hosts"]["h200-real"]["validation"]
+    assert validation["state"] == "done"
+    checks = {c["name"]: c for c in validation["checks"]}
+    assert checks["gpu_count"]["status"] == "pass"
+    assert any(c["status"] == "skip" and "simulated" in c["diagnosis"] for c in checks.values())
+    assert not any(c["status"] == "pass" and "simulated" in c["diagnosis"] for c in checks.values())
