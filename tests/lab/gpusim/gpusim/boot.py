@@ -12,7 +12,7 @@ from gpusim import driver as drv
 from gpusim import kernel, kmod
 from gpusim.faults import xid_line
 from gpusim.paths import Paths
-from gpusim.runtime import Host, host_session
+from gpusim.runtime import Host, host_session, uptime
 
 GPUSIM_DIR = Path(__file__).resolve().parent.parent
 SHIM = GPUSIM_DIR / "build" / "uname-shim.so"
@@ -44,7 +44,7 @@ def reboot_state(host: Host) -> None:
         gpu.gpu_instances.clear()
         gpu.compute_instances.clear()
     for position_text, xid in state.xid_codes.items():
-        state.log(xid_line(host.profile.gpu_bus_ids[int(position_text)], xid))
+        state.log(xid_line(host.profile.gpu_bus_ids[int(position_text)], xid), uptime(host.paths))
 
 
 def blacklisted(paths: Paths) -> bool:
@@ -113,6 +113,11 @@ def mount_proc(paths: Paths) -> None:
             ["mount", "-t", "tmpfs", "-o", "mode=0555,size=1m", "gpusim", "/proc/driver"],
             check=True,
         )
+    if not Path("/proc/modules").exists():
+        # A kernel built without module support has no /proc/modules, and nothing can be
+        # created in procfs: the simulated modules then show only in /run/gpusim/modules.
+        print("gpusim: /proc/modules is absent on this kernel; lsmod shows nothing")
+        return
     if not _mounted("/proc/modules"):
         (run_dir / "modules.base").write_text(Path("/proc/modules").read_text())
         (run_dir / "modules").write_text("")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpusim import kmod
-from gpusim.runtime import Host
+from gpusim.runtime import Host, uptime
 from gpusim.state import FAULTS
 
 XID_TEXT = {
@@ -56,7 +56,7 @@ def set_fault(host: Host, name: str, on: bool, position: int | None = None, xid:
         active.append(pos)
         if name == "xid":
             state.xid_codes[str(pos)] = xid
-            state.log(xid_line(bus_id, xid))
+            state.log(xid_line(bus_id, xid), uptime(host.paths))
     elif not on and pos in active:
         active.remove(pos)
         if name == "xid":

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import re
-import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 from gpusim.paths import Paths
+
+GPUSIM_DIR = Path(__file__).resolve().parent.parent
 
 
 def _version_key(version: str) -> list[int | str]:
     return [int(p) if p.isdigit() else p for p in re.split(r"[.+~-]", version)]
 
 
-def from_apt_lists(lists_dir: Path) -> str | None:
-    """The ABI linux-headers-<arch> depends on in the apt lists (newest version wins)."""
+def headers_abi(package_indexes: Iterable[str]) -> str | None:
+    """The ABI linux-headers-<arch> depends on across apt Packages indexes (newest wins)."""
     best: tuple[list[int | str], str] | None = None
-    for packages in sorted(lists_dir.glob("*_Packages")):
-        for stanza in packages.read_text(errors="replace").split("\n\n"):
+    for text in package_indexes:
+        for stanza in text.split("\n\n"):
             if not re.search(r"^Package: linux-headers-(amd64|arm64)$", stanza, re.M):
                 continue
             version = re.search(r"^Version: (\S+)", stanza, re.M)
@@ -29,26 +31,28 @@ def from_apt_lists(lists_dir: Path) -> str | None:
     return best[1] if best else None
 
 
-def from_apt_cache() -> str | None:
+def from_apt_lists(lists_dir: Path) -> str | None:
+    """From the host's own apt lists (present after an apt-get update)."""
+    return headers_abi(p.read_text(errors="replace") for p in sorted(lists_dir.glob("*_Packages")))
+
+
+def from_prepared(paths: Paths) -> str | None:
+    """What the lab's preparation step resolved from Debian's archive for this suite."""
     try:
-        result = subprocess.run(
-            ["apt-cache", "depends", "linux-headers-amd64"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        os_release = paths.at("/etc/os-release").read_text()
     except FileNotFoundError:
         return None
-    match = re.search(r"Depends: linux-headers-(\S+-amd64)", result.stdout)
-    return match.group(1) if match else None
+    match = re.search(r"^VERSION_CODENAME=(\w+)", os_release, re.M)
+    if not match:
+        return None
+    prepared = GPUSIM_DIR / "build" / f"kernel-release.{match.group(1)}"
+    return prepared.read_text().strip() or None if prepared.exists() else None
 
 
 def choose(paths: Paths, override: str | None) -> str | None:
     if override:
         return override
-    return from_apt_lists(paths.at("/var/lib/apt/lists")) or (
-        None if paths.simulated_root else from_apt_cache()
-    )
+    return from_apt_lists(paths.at("/var/lib/apt/lists")) or from_prepared(paths)
 
 
 def write(paths: Paths, release: str) -> None:

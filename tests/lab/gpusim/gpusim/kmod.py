@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gpusim import driver as drv
 from gpusim import sysfs
-from gpusim.runtime import Host
+from gpusim.runtime import Host, uptime
 from gpusim.view import gpus
 
 # Loadable modules, in dependency order; sizes as the real 580 host's /proc/modules shows
@@ -146,9 +146,14 @@ def load(host: Host, name: str) -> None:
     state.loaded_modules.append(name)
     lines = _LOAD_LOG_OPEN if module.flavour == "open" else _LOAD_LOG_PROPRIETARY
     for line in lines:
-        state.log(line)
-    state.log("nvidia-nvlink: Nvlink Core is being initialized, major device number 240")
-    state.log("NVRM: loading " + drv.nvrm_line(module).removeprefix("NVRM version: "))
+        state.log(line, uptime(host.paths))
+    state.log(
+        "nvidia-nvlink: Nvlink Core is being initialized, major device number 240",
+        uptime(host.paths),
+    )
+    state.log(
+        "NVRM: loading " + drv.nvrm_line(module).removeprefix("NVRM version: "), uptime(host.paths)
+    )
 
 
 def unload(host: Host, name: str) -> None:

@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpusim import state as state_mod
 from gpusim.model import Profile, load_profile
@@ -18,6 +19,16 @@ class Host:
     paths: Paths
     profile: Profile
     state: State
+
+
+def uptime(paths: Paths) -> float | None:
+    """The kernel's uptime on a lab host (dmesg's clock); None under a test root."""
+    if paths.simulated_root:
+        return None
+    try:
+        return float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def hostname(paths: Paths) -> str:

@@ -80,9 +80,14 @@ class State:
     def fault(self, name: str, position: int) -> bool:
         return position in self.faults.get(name, [])
 
-    def log(self, text: str) -> None:
-        seconds = max(0.0, time.time() - self.boot_time) if self.boot_time else 0.0
-        self.kernel_log.append(KernelLogLine(round(seconds, 6), text))
+    def log(self, text: str, uptime: float | None = None) -> None:
+        """Append a kernel-log line stamped like dmesg: seconds since the kernel booted.
+
+        On a lab host that is the real kernel's uptime (the probe ages Xids against
+        /proc/uptime); under a test root, seconds since the simulated boot."""
+        if uptime is None:
+            uptime = max(0.0, time.time() - self.boot_time) if self.boot_time else 0.0
+        self.kernel_log.append(KernelLogLine(round(uptime, 6), text))
 
 
 def _digest(*parts: str) -> str:
