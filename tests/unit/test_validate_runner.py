@@ -172,3 +172,29 @@ def test_payload_output_framing() -> None:
     assert runner.parse_payload_output("noise\n" + framed(json.dumps(doc)) + "more") == doc
     assert runner.parse_payload_output("no frame") is None
     assert runner.parse_payload_output(framed("{broken")) is None
+
+
+DEVICE_PROBE = Path(__file__).resolve().parent / "data" / "device-h200x2-probe"
+
+
+def test_whole_suite_on_the_device_machines_real_outputs() -> None:
+    """Facts probed on a real 2x H200 machine and the payload output of the same session
+    (docs/validation.md): every check passes, none warns."""
+    raw = dict(load_host(DEVICE_PROBE))
+    facts = parse_host("vm", raw)
+    assert not facts.simulated
+    execute = Recorder(CommandOutput(0, framed(DEVICE_RUN.read_text()), ""))
+    results = validate_host(
+        facts, raw, catalog=CATALOG, policy=Policy(host="vm"), execute=execute, runtime="host"
+    )
+    assert [(r.label, r.status) for r in results if r.status in ("fail", "warn")] == []
+    by = {r.label: r for r in results}
+    assert by["cuda_build_vs_driver"].value == "build 13.0, driver 13.0"
+    assert by["driver_coherence"].value == "580.159.04"
+    assert by["nccl_allreduce_4GiB"].value == pytest.approx(343.9, rel=0.05)  # nccl-tests
+    assert by["nccl_allreduce_1GiB"].value == pytest.approx(330.4, rel=0.05)
+    for gpu in (0, 1):  # reference/validation.md's measured figures, within 10 %
+        assert by[f"gemm_bf16[gpu{gpu}]"].value == pytest.approx(790, rel=0.10)
+        assert by[f"gemm_fp8[gpu{gpu}]"].value == pytest.approx(1450, rel=0.10)
+        assert by[f"copy_d2d[gpu{gpu}]"].value == pytest.approx(4200, rel=0.10)
+        assert by[f"copy_h2d[gpu{gpu}]"].value == pytest.approx(53, rel=0.10)

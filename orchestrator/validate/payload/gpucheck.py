@@ -595,11 +595,16 @@ def copy_check(torch: Any, gpu: int, floors: dict[str, Any]) -> Result:
     )
 
 
-def h2d_check(torch: Any, gpu: int, floors: dict[str, Any]) -> Result:
-    """Host-to-device copy of 1 GiB from pinned memory (PCIe)."""
-    dev = torch.device("cuda", gpu)
+def h2d_buffers(torch: Any, gpu: int) -> tuple[Any, Any]:
+    """1 GiB of pinned host memory and its device twin; pinning is the slow part, so every
+    GPU does it at once, before the copies are timed one GPU at a time."""
     host = torch.empty(GIB, dtype=torch.uint8, pin_memory=True)
-    dst = torch.empty(GIB, dtype=torch.uint8, device=dev)
+    return host, torch.empty(GIB, dtype=torch.uint8, device=torch.device("cuda", gpu))
+
+
+def h2d_check(torch: Any, gpu: int, floors: dict[str, Any], buffers: tuple[Any, Any]) -> Result:
+    """Host-to-device copy of 1 GiB from pinned memory (PCIe)."""
+    host, dst = buffers
     sec = timed(torch, lambda: dst.copy_(host, non_blocking=True), iters=10, warmup=2)
     return at_least(
         "copy_h2d",
@@ -697,11 +702,13 @@ def worker(rank: int, ranks: int, spec: dict[str, Any], port: int, queue: Any, t
             except TypeError:
                 dist.init_process_group("nccl", rank=rank, world_size=ranks, **opts)
         mark("nccl_init")
+        buffers = h2d_buffers(torch, rank)
         for turn in range(ranks):  # PCIe copies one GPU at a time: shared host paths
             if turn == rank:
-                results.append(h2d_check(torch, rank, floors))
+                results.append(h2d_check(torch, rank, floors, buffers))
             if ranks > 1:
                 dist.barrier()
+        del buffers
         mark("h2d")
         if ranks > 1 and spec.get("allreduce", {}).get("enabled", True):
             sweep = allreduce_sweep(torch, dist, rank, ranks, spec.get("allreduce", {}))
