@@ -140,3 +140,14 @@ def test_plan_tables() -> None:
     text = buf.getvalue()
     assert "h200: 2x H200 SXM 141GB" in text
     assert "no change: 580.159.04 open already loaded" in text
+
+
+def test_documented_plan_example_is_real_output() -> None:
+    """docs/report-schema.md shows what `provision plan --json` prints for the real fixture."""
+    doc_md = Path(__file__).resolve().parents[2] / "docs" / "report-schema.md"
+    example = json.loads(doc_md.read_text().split("```json\n", 1)[1].split("```", 1)[0])
+    plan = plan_host(parse_host("h200-real", RAW), load_policy("h200-real", {}), default_catalog())
+    real = rep.plan_document({"h200-real": plan})
+    example.pop("gpuprov_version")
+    real.pop("gpuprov_version")
+    assert example == real
