@@ -11,6 +11,7 @@ import yaml
 from orchestrator.errors import EXIT_BAD_INPUT, PolicyError
 from orchestrator.policy import DEFAULT_ROLES, Policy, load_policies, load_policy
 
+KNOB_EXAMPLE = r"^# (nvidia_driver|docker|nvidia_container_toolkit|mig|gpuprov)_[a-z_]+: \S"
 GROUP_VARS = Path(__file__).resolve().parents[2] / "inventory" / "group_vars" / "all.yml"
 
 
@@ -30,12 +31,8 @@ def test_shipped_group_vars_are_a_valid_policy() -> None:
 def test_documented_knobs_are_valid_when_uncommented() -> None:
     """Every `# knob: value` example in group_vars/all.yml is a valid setting."""
     lines = GROUP_VARS.read_text().splitlines()
-    examples = [
-        ln[2:]
-        for ln in lines
-        if re.match(r"^# (nvidia_driver|docker|nvidia_container_toolkit|mig)_[a-z_]+: \S", ln)
-    ]
-    assert len(examples) == 9
+    examples = [ln[2:] for ln in lines if re.match(KNOB_EXAMPLE, ln)]
+    assert len(examples) == 12
     variables = {**yaml.safe_load(GROUP_VARS.read_text()), **yaml.safe_load("\n".join(examples))}
     policy = load_policy("n1", variables)
     assert policy.driver_branch == 580
@@ -128,3 +125,12 @@ def test_every_problem_of_every_host_in_one_error() -> None:
     assert "a: nvidia_driver_reboot='sometimes'" in text
     assert "c: docker_source=1" in text
     assert "b:" not in text
+
+
+def test_the_example_fleet_inventory_is_a_valid_policy() -> None:
+    from orchestrator.inventory import load_inventory
+
+    inv = load_inventory(GROUP_VARS.parents[1] / "p5.ini")
+    policies = load_policies({h.name: h.vars for h in inv.hosts})
+    assert len(policies) == 4
+    assert {p.validation_expected_gpus for p in policies.values()} == {8}
