@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.facts import SmiGpu
 from orchestrator.parsers import parse_host
 from orchestrator.parsers.driver_version import parse_driver_version
 from orchestrator.parsers.gpus_information import parse_gpus_information
@@ -92,8 +93,8 @@ def test_default_table_differs_only_in_measured_power(sim: SimHost) -> None:
     assert differing == [(real[13], real[13].replace("105W", " 98W"))]
 
 
-def _without_ids(gpu: object) -> object:
-    return dataclasses.replace(gpu, uuid="", serial="")  # type: ignore[type-var]
+def _without_ids(gpu: SmiGpu) -> SmiGpu:
+    return dataclasses.replace(gpu, uuid="", serial="")
 
 
 def test_query_gpu_parses_like_the_real_host(sim: SimHost) -> None:
@@ -145,8 +146,8 @@ def test_proc_driver_files_parse_like_the_real_host(sim: SimHost) -> None:
     assert (ours.version, ours.flavour) == (real.version, real.flavour)
     real_gpus = parse_gpus_information(fixture("proc-driver-nvidia-gpus-information.txt"))
     ours_gpus = parse_gpus_information(raw["proc-driver-nvidia-gpus-information.txt"])
-    strip = [dataclasses.replace(g, uuid="") for g in real_gpus]  # type: ignore[type-var]
-    assert [dataclasses.replace(g, uuid="") for g in ours_gpus] == strip  # type: ignore[type-var]
+    strip = [dataclasses.replace(g, uuid="") for g in real_gpus]
+    assert [dataclasses.replace(g, uuid="") for g in ours_gpus] == strip
 
 
 def test_sysfs_gpus_parse_like_the_real_host(sim: SimHost) -> None:

@@ -79,7 +79,8 @@ class SimHost:
 
     @classmethod
     def create(cls, root: Path, profile: str | Path, kernel: str = KERNEL) -> SimHost:
-        source = Path(profile) if Path(profile).suffix else PROFILES_DIR / f"{profile}.yaml"
+        named = isinstance(profile, str) and not profile.endswith((".yaml", ".yml"))
+        source = PROFILES_DIR / f"{profile}.yaml" if named else Path(profile)
         (root / "etc/gpusim").mkdir(parents=True, exist_ok=True)
         (root / "etc/gpusim/profile.yaml").write_text(source.read_text())
         (root / "etc/hostname").write_text("simhost\n")

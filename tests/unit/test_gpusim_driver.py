@@ -1,0 +1,175 @@
+"""The driver as the simulator sees it: detected from installed files, loaded by modprobe or
+at boot, reported by nvidia-smi only when its userspace is installed; plus boot, kernel
+release, profiles and the YAML reader."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.parsers import parse_host
+from orchestrator.parsers.sysfs_pci import parse_sysfs_pci
+
+REPO = Path(__file__).resolve().parents[2]
+GPUSIM = REPO / "tests" / "lab" / "gpusim"
+sys.path.insert(0, str(GPUSIM))
+from gpusim import kernel, yamlsubset  # noqa: E402
+from gpusim.model import load_profile  # noqa: E402
+from gpusim.testing import PROFILES_DIR, SimHost  # noqa: E402
+
+PROFILES = sorted(PROFILES_DIR.glob("*.yaml"))
+
+
+@pytest.fixture
+def bare(tmp_path: Path) -> SimHost:
+    host = SimHost.create(tmp_path, "p5.48xlarge")
+    host.boot()
+    return host
+
+
+def test_no_driver_no_nvidia_smi(bare: SimHost) -> None:
+    assert not (bare.root / "usr/local/bin/nvidia-smi").exists()
+    assert bare.smi("-L").code == 127
+    raw = bare.raw()
+    assert not any(name.startswith("nvidia-smi") for name in raw)
+    facts = parse_host("bare", raw)
+    assert facts.loaded_driver is None and facts.smi is None and facts.simulated
+    assert len(facts.gpus) == 8 and all(d.driver == "" for d in facts.gpus)
+
+
+def test_modprobe_without_a_module_is_the_real_failure(bare: SimHost, tmp_path: Path) -> None:
+    # No module for the simulated kernel: the shim hands over to the real modprobe, which
+    # cannot find one either (this machine's /usr/sbin/modprobe, for a kernel it lacks).
+    run = bare.modprobe("nvidia")
+    assert run.code != 0
+
+
+def test_installed_driver_loads_with_modprobe(bare: SimHost) -> None:
+    bare.install_driver("535.309.01", "proprietary", module_name="nvidia-current.ko")
+    not_loaded = bare.smi("-L")
+    assert not_loaded.code == 9 and "couldn't communicate with the NVIDIA driver" in not_loaded.out
+    assert bare.modprobe("nvidia").code == 0
+    facts = parse_host("p5", bare.raw())
+    assert facts.errors == ()
+    assert facts.loaded_driver is not None
+    assert (facts.loaded_driver.version, facts.loaded_driver.flavour) == (
+        "535.309.01",
+        "proprietary",
+    )
+    assert facts.smi is not None and facts.smi.driver_version == "535.309.01"
+    assert facts.smi.cuda_version == "12.2"
+    assert len(facts.smi_gpus) == 8 and {g.name for g in facts.smi_gpus} == {
+        "NVIDIA H100 80GB HBM3"
+    }
+    assert all(d.driver == "nvidia" for d in facts.gpus)
+    assert {d.driver for d in facts.nvidia_bridges} == {"nvidia-nvswitch"}
+
+
+def test_uvm_needs_nvidia_and_blocks_its_removal(bare: SimHost) -> None:
+    bare.install_driver()
+    assert bare.modprobe("nvidia-uvm").code == 0
+    modules = (bare.root / "proc/modules").read_text()
+    assert (
+        modules.startswith("nvidia_uvm 1830912 0 - Live")
+        and "\nnvidia 14299136 1 nvidia_uvm," in modules
+    )
+    busy = bare.modprobe("-r", "nvidia")
+    assert busy.code == 1 and "in use" in busy.err
+    assert bare.modprobe("-r", "nvidia_uvm").code == 0
+    assert bare.modprobe("-r", "nvidia").code == 0
+    assert not (bare.root / "proc/driver/nvidia").exists()
+
+
+def test_upgrade_without_reload_is_a_version_mismatch(bare: SimHost) -> None:
+    bare.install_driver("535.309.01")
+    bare.modprobe("nvidia")
+    bare.install_driver("580.159.04")  # new packages; the old module is still loaded
+    run = bare.smi("-L")
+    assert run.code == 18 and "Driver/library version mismatch" in run.out
+    bare.boot()  # the reboot loads the new module
+    assert bare.smi("--version").out.startswith("NVIDIA-SMI version  : 580.159.04")
+
+
+def test_boot_loads_an_installed_driver_unless_blacklisted(bare: SimHost) -> None:
+    bare.install_driver()
+    bare.boot()
+    assert (bare.root / "proc/driver/nvidia/version").exists()
+    blacklist = bare.root / "etc/modprobe.d/blacklist-nvidia.conf"
+    blacklist.parent.mkdir(parents=True, exist_ok=True)
+    blacklist.write_text("blacklist nvidia\n")
+    bare.boot()
+    assert not (bare.root / "proc/driver/nvidia/version").exists()
+
+
+def test_boot_is_repeatable_and_keeps_identities(bare: SimHost) -> None:
+    bare.install_driver()
+    bare.boot()
+    first = bare.smi("-L").out
+    sysfs = bare.sysfs_lines()
+    bare.boot()
+    assert bare.smi("-L").out == first
+    assert bare.sysfs_lines() == sysfs
+    assert bare.gpusim("status").out.count('"boot_count": 3') == 1
+
+
+def test_two_hosts_get_different_uuids(tmp_path: Path) -> None:
+    a = SimHost.create(tmp_path / "a", "l40s")
+    b = SimHost.create(tmp_path / "b", "l40s")
+    (b.root / "etc/hostname").write_text("other\n")
+    for host in (a, b):
+        host.install_driver()
+        host.boot()
+    assert a.smi("-L").out != b.smi("-L").out
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
+def test_every_profile_boots_and_reports_its_gpus(tmp_path: Path, profile: Path) -> None:
+    spec = load_profile(profile)
+    host = SimHost.create(tmp_path, profile)
+    host.install_driver()
+    host.boot()
+    facts = parse_host(profile.stem, host.raw())
+    assert facts.errors == ()
+    assert [d.device_id for d in facts.gpus] == [spec.gpu.device_id] * len(spec.gpu_bus_ids)
+    assert [g.name for g in facts.smi_gpus] == [spec.gpu.name] * len(spec.gpu_bus_ids)
+    switches = [d.device_id for d in facts.nvidia_bridges]
+    expected = [spec.switch.device_id] * len(spec.switch_bus_ids) if spec.switch else []
+    assert switches == expected
+
+
+@pytest.mark.parametrize("path", [*PROFILES, GPUSIM / "data" / "models.yaml"], ids=lambda p: p.name)
+def test_yaml_subset_reads_data_files_like_pyyaml(path: Path) -> None:
+    text = path.read_text()
+    assert yamlsubset.loads(text) == yaml.safe_load(text)
+
+
+def test_yaml_subset_refuses_what_it_does_not_support() -> None:
+    with pytest.raises(yamlsubset.YamlSubsetError):
+        yamlsubset.loads("a: {b: 1}\n")
+    with pytest.raises(yamlsubset.YamlSubsetError):
+        yamlsubset.loads("a: 1\n  b: 2\n")
+
+
+def test_kernel_release_is_the_newest_headers_abi() -> None:
+    main = (
+        "Package: linux-headers-amd64\nVersion: 6.1.176-1\n"
+        "Depends: linux-headers-6.1.0-41-amd64 (= 6.1.176-1)\n\n"
+        "Package: linux-headers-6.1.0-41-amd64\nVersion: 6.1.176-1\n"
+    )
+    security = (
+        "Package: linux-headers-amd64\nVersion: 6.1.192-3\n"
+        "Depends: linux-headers-6.1.0-57-amd64 (= 6.1.192-3)\n"
+    )
+    assert kernel.headers_abi([main, security]) == "6.1.0-57-amd64"
+    assert kernel.headers_abi([main]) == "6.1.0-41-amd64"
+    assert kernel.headers_abi(["Package: bash\nVersion: 5.2\n"]) is None
+
+
+def test_sysfs_link_speed_format(bare: SimHost) -> None:
+    devices = parse_sysfs_pci(bare.sysfs_lines())
+    assert {d.link.current_speed_gts for d in devices if d.class_code >> 16 == 0x03} == {32.0}
+    config = (bare.root / "sys/bus/pci/devices/0000:53:00.0/config").read_bytes()
+    assert config[:4] == bytes.fromhex("de103023") and len(config) == 256
