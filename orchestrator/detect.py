@@ -1,0 +1,291 @@
+"""Detection: run the probe on every host in parallel and return each host's raw outputs.
+
+One SSH round-trip per host (Fabric over paramiko): `sh -s` with probe.sh on stdin. Host keys
+are checked against the inventory's known-hosts files and an unknown or changed key is a host
+error (RejectPolicy: never accepted silently). `ansible_connection=local` runs the probe here
+in a subprocess. A host that fails is reported with the reason and the fix; the others go on.
+Nothing is printed except an optional progress bar on a TTY: the caller renders results.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.errors import HostError
+from orchestrator.inventory import Inventory, InventoryHost
+from orchestrator.probe import probe_script, split_output
+
+CONNECT_TIMEOUT_S = 10
+PROBE_TIMEOUT_S = 180
+MAX_PARALLEL = 64
+
+
+@dataclass(frozen=True)
+class HostDetection:
+    host: str
+    raw: dict[str, str] | None  # file name -> text; None when detection failed
+    error: HostError | None
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class DetectResult:
+    hosts: tuple[HostDetection, ...]  # in inventory order
+    seconds: float
+
+    @property
+    def raw(self) -> dict[str, dict[str, str]]:
+        """Raw outputs of the hosts that answered (what `factsdir.save_dir` takes)."""
+        return {h.host: h.raw for h in self.hosts if h.raw is not None}
+
+    @property
+    def failed(self) -> dict[str, HostError]:
+        return {h.host: h.error for h in self.hosts if h.error is not None}
+
+
+def probe_command(host: InventoryHost) -> list[str]:
+    root = host.user == "root" or (host.connection == "local" and os.geteuid() == 0)
+    return ["sudo", "-n", "sh", "-s"] if host.become and not root else ["sh", "-s"]
+
+
+def _run_local(host: InventoryHost, timeout: float) -> str:
+    try:
+        done = subprocess.run(
+            probe_command(host),
+            input=probe_script(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise HostError(
+            f"the probe ran longer than {timeout:.0f} s",
+            host=host.name,
+            fix="look for a hung nvidia-smi (a GPU in a bad state) on the host",
+        ) from exc
+    if done.returncode != 0:
+        raise HostError(
+            f"the probe exited {done.returncode}: {done.stderr.strip()[:300]}",
+            host=host.name,
+            fix="run `sh -s < orchestrator/probe.sh` there by hand to see why",
+        )
+    return done.stdout
+
+
+def _ssh_error(host: InventoryHost, exc: BaseException) -> HostError:
+    import paramiko
+    from paramiko.ssh_exception import NoValidConnectionsError
+
+    where = f"{host.address}:{host.port}"
+    scan_target = host.address if host.port == 22 else f"[{host.address}]:{host.port}"
+    files = ", ".join(host.known_hosts)
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return HostError(
+            f"host key of {where} does not match the one in {files} "
+            f"(got {exc.key.get_name()} {exc.key.get_fingerprint().hex()}): the host was "
+            "reinstalled, or someone is in the middle",
+            host=host.name,
+            fix=f"verify the new key out of band, then `ssh-keygen -R '{scan_target}'` "
+            "and add the new one",
+        )
+    if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
+        return HostError(
+            f"host key of {where} is unknown: not in {files}; gpuprov never accepts an unknown key",
+            host=host.name,
+            fix=f"verify its fingerprint, then `ssh-keyscan -p {host.port} {host.address} "
+            f">> {host.known_hosts[0]}` (or ssh there once by hand)",
+        )
+    if isinstance(exc, paramiko.AuthenticationException):
+        return HostError(
+            f"SSH authentication to {where} as {host.user or '(local user)'} failed"
+            + (f" with key {host.key_file}" if host.key_file else ""),
+            host=host.name,
+            fix="check ansible_user and ansible_ssh_private_key_file for this host",
+        )
+    if isinstance(exc, NoValidConnectionsError | ConnectionError | socket.timeout | TimeoutError):
+        return HostError(
+            f"unreachable: {where}: {exc}",
+            host=host.name,
+            fix="check ansible_host/ansible_port, that sshd runs and that no firewall blocks it",
+        )
+    if isinstance(exc, socket.gaierror):
+        return HostError(
+            f"unreachable: cannot resolve {host.address}: {exc}",
+            host=host.name,
+            fix="fix ansible_host (a resolvable name or an address)",
+        )
+    return HostError(
+        f"SSH to {where} failed: {type(exc).__name__}: {exc}",
+        host=host.name,
+        fix="try `ssh` to the host by hand with the same user, port and key",
+    )
+
+
+def _exec(conn: Any, command: str, stdin: str, timeout: float) -> tuple[int, str, str]:
+    """Run `command` on an open Fabric connection with `stdin` sent in one write.
+
+    (Fabric's `run(in_stream=...)` feeds a StringIO byte by byte with a sleep between
+    reads, 80 s for the probe: the channel is used directly instead.)
+    """
+    channel = conn.client.get_transport().open_session(timeout=timeout)
+    try:
+        channel.settimeout(timeout)
+        channel.exec_command(command)
+        channel.sendall(stdin.encode())
+        channel.shutdown_write()
+        stdout = channel.makefile("rb").read()
+        stderr = channel.makefile_stderr("rb").read()
+        status = channel.recv_exit_status()
+    finally:
+        channel.close()
+    return status, stdout.decode(errors="replace"), stderr.decode(errors="replace")
+
+
+def _private_key(host: InventoryHost) -> Any:
+    """Load the key once (paramiko's key_filename path hides an auth failure behind a key
+    format error: it retries the file as every key type)."""
+    import paramiko
+
+    assert host.key_file is not None
+    try:
+        return paramiko.PKey.from_path(host.key_file)
+    except paramiko.PasswordRequiredException as exc:
+        raise HostError(
+            f"private key {host.key_file} is protected by a passphrase",
+            host=host.name,
+            fix="load it into ssh-agent and unset ansible_ssh_private_key_file, or use a key "
+            "without a passphrase",
+        ) from exc
+    except (OSError, paramiko.SSHException, ValueError) as exc:
+        raise HostError(
+            f"private key {host.key_file} cannot be read: {exc}",
+            host=host.name,
+            fix="check ansible_ssh_private_key_file (path, permissions, OpenSSH/PEM format)",
+        ) from exc
+
+
+def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str:
+    import paramiko
+    from fabric import Connection
+
+    connect_kwargs: dict[str, Any] = {}
+    if host.key_file:
+        # like ssh -i with IdentitiesOnly: the inventory's key, not whatever lies in ~/.ssh
+        connect_kwargs.update(pkey=_private_key(host), look_for_keys=False)
+    conn = Connection(
+        host=host.address,
+        user=host.user,
+        port=host.port,
+        connect_timeout=int(connect_timeout),
+        connect_kwargs=connect_kwargs,
+    )
+    # Fabric accepts unknown keys by default (AutoAddPolicy): gpuprov never does.
+    conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    for path in host.known_hosts:
+        if os.path.isfile(path):
+            conn.client.load_system_host_keys(path)
+    try:
+        conn.open()
+        status, stdout, stderr = _exec(conn, " ".join(probe_command(host)), probe_script(), timeout)
+    except TimeoutError as exc:
+        if conn.is_connected:
+            raise HostError(
+                f"the probe ran longer than {timeout:.0f} s",
+                host=host.name,
+                fix="look for a hung nvidia-smi (a GPU in a bad state) on the host",
+            ) from exc
+        raise _ssh_error(host, exc) from exc
+    except Exception as exc:
+        raise _ssh_error(host, exc) from exc
+    finally:
+        conn.close()
+    if status != 0:
+        raise HostError(
+            f"the probe exited {status}: {stderr.strip()[:300]}",
+            host=host.name,
+            fix="with ansible_become, passwordless sudo is needed (`sudo -n`); otherwise "
+            "run `sh -s < orchestrator/probe.sh` there by hand to see why",
+        )
+    return stdout
+
+
+def detect_host(
+    host: InventoryHost,
+    *,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
+    timeout: float = PROBE_TIMEOUT_S,
+) -> HostDetection:
+    start = time.monotonic()
+    try:
+        if host.connection == "local":
+            stdout = _run_local(host, timeout)
+        else:
+            stdout = _run_ssh(host, connect_timeout, timeout)
+        raw = split_output(host.name, stdout)
+    except HostError as exc:
+        return HostDetection(host.name, None, exc, time.monotonic() - start)
+    return HostDetection(host.name, raw, None, time.monotonic() - start)
+
+
+def detect_hosts(
+    inventory: Inventory,
+    *,
+    parallel: int = MAX_PARALLEL,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
+    timeout: float = PROBE_TIMEOUT_S,
+    progress: bool | None = None,
+    on_host: Callable[[HostDetection], None] | None = None,
+) -> DetectResult:
+    """Probe every host of the inventory at once; `on_host` is called as each one finishes.
+
+    `progress`: show a rich progress bar on stderr; None = only when stderr is a TTY.
+    """
+    start = time.monotonic()
+    hosts = inventory.hosts
+    done: dict[str, HostDetection] = {}
+    show = sys.stderr.isatty() if progress is None else progress
+    bar: Any = None
+    if show:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        bar = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        bar.start()
+        task = bar.add_task("detecting", total=len(hosts))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(hosts)))) as pool:
+            futures = [
+                pool.submit(detect_host, h, connect_timeout=connect_timeout, timeout=timeout)
+                for h in hosts
+            ]
+            for future in as_completed(futures):
+                result = future.result()
+                done[result.host] = result
+                if bar is not None:
+                    bar.update(task, advance=1, description=f"detecting ({result.host})")
+                if on_host is not None:
+                    on_host(result)
+    finally:
+        if bar is not None:
+            bar.stop()
+    return DetectResult(tuple(done[h.name] for h in hosts), time.monotonic() - start)

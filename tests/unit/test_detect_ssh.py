@@ -1,0 +1,199 @@
+"""detect_hosts over real SSH (an in-process paramiko server on 127.0.0.1 that runs the
+command it is sent with /bin/sh here), connection local, and unreachable hosts."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from orchestrator.detect import detect_hosts, probe_command
+from orchestrator.factsdir import load_dir, save_dir
+from orchestrator.inventory import load_inventory
+from orchestrator.parsers import names, parse_host
+
+
+@dataclass
+class SshServer:
+    port: int
+    host_key: paramiko.PKey
+    client_key: paramiko.PKey
+    commands: list[str] = field(default_factory=list)
+
+
+class _Handler(paramiko.ServerInterface):  # type: ignore[misc]  # paramiko is untyped
+    def __init__(self, server: SshServer) -> None:
+        self.server = server
+
+    def get_allowed_auths(self, username: str) -> str:
+        return "publickey"
+
+    def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
+        ok = username == "root" and key == self.server.client_key
+        return int(paramiko.AUTH_SUCCESSFUL if ok else paramiko.AUTH_FAILED)
+
+    def check_channel_request(self, kind: str, chanid: int) -> int:
+        ok = paramiko.OPEN_SUCCEEDED
+        return int(ok if kind == "session" else paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED)
+
+    def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
+        self.server.commands.append(command.decode())
+        threading.Thread(target=_execute, args=(channel, command.decode()), daemon=True).start()
+        return True
+
+
+def _execute(channel: paramiko.Channel, command: str) -> None:
+    stdin = b""
+    while chunk := channel.recv(65536):
+        stdin += chunk
+    done = subprocess.run(command, shell=True, input=stdin, capture_output=True, check=False)
+    channel.sendall(done.stdout)
+    channel.sendall_stderr(done.stderr)
+    channel.send_exit_status(done.returncode)
+    channel.close()
+
+
+def _serve(listener: socket.socket, server: SshServer) -> None:
+    while True:
+        try:
+            sock, _ = listener.accept()
+        except OSError:
+            return
+        transport = paramiko.Transport(sock)
+        transport.add_server_key(server.host_key)
+        try:
+            transport.start_server(server=_Handler(server))
+        except (paramiko.SSHException, EOFError):
+            continue
+
+
+@pytest.fixture(scope="module")
+def sshd() -> Iterator[SshServer]:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    server = SshServer(
+        listener.getsockname()[1], paramiko.ECDSAKey.generate(), paramiko.ECDSAKey.generate()
+    )
+    threading.Thread(target=_serve, args=(listener, server), daemon=True).start()
+    yield server
+    listener.close()
+
+
+def _known_hosts(path: Path, port: int, key: paramiko.PKey) -> Path:
+    path.write_text(f"[127.0.0.1]:{port} {key.get_name()} {key.get_base64()}\n")
+    return path
+
+
+def _inventory(tmp_path: Path, sshd: SshServer, known: Path, extra: str = "") -> Path:
+    key = tmp_path / "id_ecdsa"
+    if not key.exists():
+        assert isinstance(sshd.client_key, paramiko.ECDSAKey)
+        sshd.client_key.write_private_key_file(str(key))
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(
+        "[gpu_nodes]\n"
+        f"node-1 ansible_host=127.0.0.1 ansible_port={sshd.port}\n"
+        f"{extra}"
+        "[gpu_nodes:vars]\n"
+        f"ansible_user=root\nansible_ssh_private_key_file={key}\n"
+        f"ansible_ssh_common_args='-o UserKnownHostsFile={known}'\n"
+    )
+    return inv
+
+
+def test_ssh_detection_with_a_known_host_key(tmp_path: Path, sshd: SshServer) -> None:
+    known = _known_hosts(tmp_path / "known_hosts", sshd.port, sshd.host_key)
+    result = detect_hosts(load_inventory(_inventory(tmp_path, sshd, known)), progress=False)
+    (node,) = result.hosts
+    assert node.ok and node.raw is not None, node.error
+    assert sshd.commands[-1] == "sh -s"  # one round-trip: the probe on stdin
+    assert node.raw[names.UNAME_R].splitlines()[0] == os.uname().release
+    facts = parse_host("node-1", node.raw)
+    assert facts.errors == () and facts.os is not None
+
+
+def test_unknown_host_key_is_refused(tmp_path: Path, sshd: SshServer) -> None:
+    known = tmp_path / "empty_known_hosts"
+    known.write_text("")
+    before = len(sshd.commands)
+    result = detect_hosts(load_inventory(_inventory(tmp_path, sshd, known)), progress=False)
+    error = result.failed["node-1"]
+    assert "unknown" in error.message and str(known) in error.message
+    assert error.fix is not None and f"ssh-keyscan -p {sshd.port} 127.0.0.1" in error.fix
+    assert len(sshd.commands) == before  # nothing ran on the host
+    assert known.read_text() == ""  # and the key was not written anywhere
+
+
+def test_changed_host_key_is_refused(tmp_path: Path, sshd: SshServer) -> None:
+    known = _known_hosts(tmp_path / "known_hosts", sshd.port, paramiko.ECDSAKey.generate())
+    result = detect_hosts(load_inventory(_inventory(tmp_path, sshd, known)), progress=False)
+    error = result.failed["node-1"]
+    assert "does not match" in error.message
+    assert error.fix is not None and "ssh-keygen -R" in error.fix
+
+
+def test_wrong_client_key_is_an_authentication_error(tmp_path: Path, sshd: SshServer) -> None:
+    known = _known_hosts(tmp_path / "known_hosts", sshd.port, sshd.host_key)
+    inv = _inventory(tmp_path, sshd, known)
+    other = paramiko.ECDSAKey.generate()
+    other.write_private_key_file(str(tmp_path / "id_ecdsa"))
+    result = detect_hosts(load_inventory(inv), progress=False)
+    error = result.failed["node-1"]
+    assert "authentication" in error.message and "as root" in error.message
+    assert "ansible_ssh_private_key_file" in (error.fix or "")
+
+
+def test_mixed_fleet_unreachable_host_does_not_stop_the_others(
+    tmp_path: Path, sshd: SshServer
+) -> None:
+    known = _known_hosts(tmp_path / "known_hosts", sshd.port, sshd.host_key)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    dead_port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    extra = (
+        f"node-dead ansible_host=127.0.0.1 ansible_port={dead_port}\n"
+        "node-local ansible_connection=local\n"
+    )
+    inv = load_inventory(_inventory(tmp_path, sshd, known, extra))
+    seen: list[str] = []
+    result = detect_hosts(inv, progress=False, on_host=lambda h: seen.append(h.host))
+    assert [h.host for h in result.hosts] == list(inv.names)  # inventory order kept
+    assert sorted(seen) == sorted(inv.names)
+    assert set(result.raw) == {"node-1", "node-local"}
+    assert "unreachable" in result.failed["node-dead"].message
+    assert f"127.0.0.1:{dead_port}" in result.failed["node-dead"].message
+    # the saved directory reads back to the same raw outputs
+    saved = save_dir(tmp_path / "facts", result.raw)
+    assert load_dir(saved) == result.raw
+    assert parse_host("node-local", load_dir(saved)["node-local"]).errors == ()
+
+
+def test_probe_command_uses_sudo_only_when_needed(tmp_path: Path) -> None:
+    inv = tmp_path / "b.ini"
+    inv.write_text(
+        "[g]\n"
+        "a ansible_user=ubuntu ansible_become=true\n"
+        "b ansible_user=root ansible_become=true\n"
+        "c ansible_user=ubuntu\n"
+    )
+    hosts = load_inventory(inv)
+    assert probe_command(hosts.host("a")) == ["sudo", "-n", "sh", "-s"]
+    assert probe_command(hosts.host("b")) == ["sh", "-s"]
+    assert probe_command(hosts.host("c")) == ["sh", "-s"]
+
+
+def test_missing_private_key_file_is_named(tmp_path: Path, sshd: SshServer) -> None:
+    known = _known_hosts(tmp_path / "known_hosts", sshd.port, sshd.host_key)
+    inv = _inventory(tmp_path, sshd, known)
+    (tmp_path / "id_ecdsa").unlink()
+    error = detect_hosts(load_inventory(inv), progress=False).failed["node-1"]
+    assert f"private key {tmp_path / 'id_ecdsa'} cannot be read" in error.message
