@@ -7,6 +7,7 @@ version and flavour come from DKMS's tree or the module's own .modinfo. The user
 
 from __future__ import annotations
 
+import functools
 import gzip
 import lzma
 import os
@@ -121,6 +122,7 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version))
 
 
+@functools.lru_cache(maxsize=8)
 def cuda_version(driver_version: str) -> str:
     data = yamlsubset.loads((DATA_DIR / "models.yaml").read_text())
     assert isinstance(data, dict)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,7 +192,12 @@ def gpu_model(key: str, data: Mapping[str, object]) -> GpuModel:
 
 
 def load_models(path: Path | None = None) -> tuple[dict[str, GpuModel], dict[str, SwitchModel]]:
-    data = _mapping(yamlsubset.loads((path or DATA_DIR / "models.yaml").read_text()), "models")
+    return _load_models(path or DATA_DIR / "models.yaml")
+
+
+@functools.lru_cache(maxsize=4)
+def _load_models(path: Path) -> tuple[dict[str, GpuModel], dict[str, SwitchModel]]:
+    data = _mapping(yamlsubset.loads(path.read_text()), "models")
     gpus = {
         key: gpu_model(key, _mapping(value, key))
         for key, value in _mapping(data["gpus"], "gpus").items()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gpusim import state as state_mod
@@ -52,5 +52,7 @@ def host_session(paths: Paths | None = None) -> Iterator[Host]:
     paths = paths or Paths.from_env()
     with state_mod.locked(paths.state_file):
         host = load_host(paths)
+        before = asdict(host.state)
         yield host
-        state_mod.save(paths.state_file, host.state)
+        if asdict(host.state) != before or not paths.state_file.exists():
+            state_mod.save(paths.state_file, host.state)
