@@ -16,6 +16,8 @@ from typing import Literal
 DeviceMode = Literal["gpus", "cdi", "none"]
 PAYLOAD_MOUNT = "/gpuprov"
 TIMEOUT_EXIT = 124  # coreutils timeout(1)
+# NCCL pins host memory; NVIDIA's PyTorch images ask for these limits.
+DEFAULT_ULIMITS: tuple[str, ...] = ("memlock=-1", "stack=67108864")
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class ContainerSpec:
     timeout_s: int = 300
     env: Mapping[str, str] | None = None
     python: str = "python3"
+    ulimits: tuple[str, ...] = DEFAULT_ULIMITS
 
 
 def docker_run_argv(spec: ContainerSpec, docker: str = "docker") -> list[str]:
@@ -38,7 +41,8 @@ def docker_run_argv(spec: ContainerSpec, docker: str = "docker") -> list[str]:
     elif spec.devices == "cdi":
         argv += ["--device", "nvidia.com/gpu=all"]
     argv += ["--ipc=host"] if spec.ipc_host else [f"--shm-size={spec.shm_size}"]
-    argv += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+    for limit in spec.ulimits:
+        argv += ["--ulimit", limit]
     argv += ["-v", f"{spec.payload_dir}:{PAYLOAD_MOUNT}:ro"]
     for key, value in sorted((spec.env or {}).items()):
         argv += ["-e", f"{key}={value}"]
@@ -112,6 +116,13 @@ _KNOWN: Sequence[tuple[re.Pattern[str], str, str]] = tuple(
             "use CDI (`nvidia-ctk cdi generate`, --device nvidia.com/gpu=all) or set "
             "`no-cgroups`/device rules per the toolkit's troubleshooting guide; restart "
             "the container",
+        ),
+        (
+            r"error setting rlimit",
+            "the container runtime may not raise the locked-memory/stack limits (Docker "
+            "running rootless or inside a container)",
+            "run Docker as root on the host, or raise the limits for the Docker service "
+            "(LimitMEMLOCK=infinity); NCCL needs pinned memory",
         ),
         (
             r"Cannot connect to the Docker daemon",

@@ -445,10 +445,10 @@ def check_pcie(h: HealthInput) -> list[CheckResult]:
     """Link speed and width at their maximum: sysfs first, nvidia-smi where sysfs shows none."""
     out = []
     smi_by_bus = {g.bus_id: g for g in h.facts.smi_gpus}
-    for dev in h.facts.gpus:
+    for position, dev in enumerate(sorted(h.facts.gpus, key=lambda d: d.address)):
         link = dev.link
         smi = smi_by_bus.get(dev.address)
-        gpu = smi.index if smi else None
+        gpu = smi.index if smi else position  # nvidia-smi numbers GPUs in PCI bus order
         if link.current_speed_gts is not None and link.max_speed_gts is not None:
             value = f"{link.current_speed_gts:g} GT/s x{link.current_width}"
             limit = f"{link.max_speed_gts:g} GT/s x{link.max_width}"

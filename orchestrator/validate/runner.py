@@ -222,13 +222,19 @@ def host_command(python: str = "python3") -> str:
     return f'env {env} {python} "$d/gpucheck.py" --spec "$d/spec.json"'
 
 
-def docker_command(image: str, devices: container.DeviceMode, timeout_s: int) -> str:
+def docker_command(
+    image: str,
+    devices: container.DeviceMode,
+    timeout_s: int,
+    ulimits: tuple[str, ...] = container.DEFAULT_ULIMITS,
+) -> str:
     spec = container.ContainerSpec(
         image=image,
         payload_dir="__GPUPROV_DIR__",
         devices=devices,
         timeout_s=timeout_s,
         env=nccl.NVLS_OFF_ENV,
+        ulimits=ulimits,
     )
     return shlex.join(container.docker_run_argv(spec)).replace("__GPUPROV_DIR__", '"$d"')
 
@@ -292,10 +298,11 @@ def run_payload(
     image: str,
     devices: container.DeviceMode = "gpus",
     timeout_s: int = 300,
+    ulimits: tuple[str, ...] = container.DEFAULT_ULIMITS,
 ) -> list[CheckResult]:
     """Stage the payload on the host, run it (container or host python3), judge the output."""
     run = (
-        docker_command(image, devices, timeout_s)
+        docker_command(image, devices, timeout_s, ulimits)
         if runtime == "docker"
         else f"timeout --kill-after=10 {timeout_s} {host_command()}"
     )
