@@ -75,14 +75,15 @@ class Executor(Protocol):
 
 @dataclass(frozen=True)
 class SubprocessExecutor:
-    """`argv` + `sh -s`, script on stdin: `()` runs locally, an ssh argv runs remotely."""
+    """`argv` + `sh -s`, script on stdin: `()` runs locally, `("sudo", "-n")` locally as
+    root, an ssh command line (optionally ending in `sudo -n`) on that host."""
 
     argv: tuple[str, ...] = ()
 
     def __call__(self, script: str, *, timeout: float) -> CommandOutput:
         try:
             proc = subprocess.run(
-                [*self.argv, "sh -s"] if self.argv else ["sh", "-s"],
+                [*self.argv, "sh", "-s"],  # ssh joins these into one remote command line
                 input=script,
                 capture_output=True,
                 text=True,

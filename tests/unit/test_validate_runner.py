@@ -198,3 +198,10 @@ def test_whole_suite_on_the_device_machines_real_outputs() -> None:
         assert by[f"gemm_fp8[gpu{gpu}]"].value == pytest.approx(1450, rel=0.10)
         assert by[f"copy_d2d[gpu{gpu}]"].value == pytest.approx(4200, rel=0.10)
         assert by[f"copy_h2d[gpu{gpu}]"].value == pytest.approx(53, rel=0.10)
+
+
+def test_subprocess_executor_runs_sh_with_the_script_on_stdin(tmp_path: Path) -> None:
+    out = SubprocessExecutor(("env", f"HOME={tmp_path}"))("echo $HOME; exit 3\n", timeout=10)
+    assert (out.rc, out.stdout.strip()) == (3, str(tmp_path))
+    slow = SubprocessExecutor()("sleep 5\n", timeout=0.2)
+    assert slow.rc == 124
