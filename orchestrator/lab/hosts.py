@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import BadInputError, LabError
-from orchestrator.lab import engine, images, keys, labinventory
+from orchestrator.lab import doubles, engine, images, keys, labinventory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LAB_LABEL = "gpuprov.lab"
 DEFAULT_LAB = "gpuprov"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 SSH_WAIT_S = 120.0
+APTREPO_DIR = REPO_ROOT / "tests" / "lab" / "aptrepo"
 
 Say = Callable[[str], object]
 
@@ -270,7 +271,13 @@ def status(lab: str) -> list[LabHost]:
     return [to_lab_host(c) for c in engine.containers({LAB_LABEL: lab})]
 
 
-def _write_access(lab: str, paths: LabPaths, hosts: Sequence[LabHost], gateway: str) -> Path:
+def _write_access(
+    lab: str,
+    paths: LabPaths,
+    hosts: Sequence[LabHost],
+    gateway: str,
+    repo_vars: Mapping[str, object] | None,
+) -> Path:
     """known_hosts (pinned host keys) and the inventory for every host of the lab."""
     entries = [
         keys.KnownHost(h.port, paths.host_key(h.name).with_suffix(".pub").read_text())
@@ -286,6 +293,7 @@ def _write_access(lab: str, paths: LabPaths, hosts: Sequence[LabHost], gateway: 
         known_hosts=paths.known_hosts,
         gateway=gateway,
         fleet_group_vars=REPO_ROOT / "inventory" / "group_vars",
+        repo_vars=repo_vars,
     )
 
 
@@ -382,7 +390,15 @@ def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) ->
             gpusim_dir=gpusim if gpusim.is_dir() else None,
         )
         started[name] = _create(spec, paths)
-    inventory = _write_access(lab, paths, status(lab), engine.network_gateway(network))
+    repo_vars = doubles.serve(APTREPO_DIR, _aptrepo_state())
+    if repo_vars is not None:
+        repo_vars, dropped = doubles.split_owned(repo_vars)
+        if dropped:
+            say(
+                f"lab: warning: kept the lab's own {', '.join(dropped)} over the test-double "
+                "repository's"
+            )
+    inventory = _write_access(lab, paths, status(lab), engine.network_gateway(network), repo_vars)
     wait_for_ssh(paths, started)
     return inventory
 
@@ -402,7 +418,14 @@ def down(lab: str) -> Removed:
         engine.docker(["network", "rm", *nets])
     shutil.rmtree(lab_paths(lab).root, ignore_errors=True)
     _forget_facts(to_lab_host(c).name for c in found)
+    if not engine.containers({LAB_LABEL: ""}):
+        doubles.stop(APTREPO_DIR, _aptrepo_state())  # the last lab is gone
     return Removed(names, vols, nets)
+
+
+def _aptrepo_state() -> Path:
+    """Shared by every lab (a lab name cannot start with a dot)."""
+    return lab_paths(".aptrepo").root
 
 
 def _forget_facts(hosts: Iterable[str]) -> None:

@@ -7,9 +7,11 @@ Ansible loads the `group_vars/` beside an INI inventory, so the fleet policy of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,13 @@ def render_inventory(
     return "\n".join(lines)
 
 
-def render_lab_vars(lab: str, gateway: str) -> str:
+def render_lab_vars(lab: str, gateway: str, repo_vars: Mapping[str, object] | None) -> str:
+    if repo_vars:
+        repo_block = yaml.safe_dump(
+            dict(repo_vars), sort_keys=True, default_flow_style=False, width=4096
+        )
+    else:
+        repo_block = "# (none: tests/lab/aptrepo/ is not in this checkout)\n"
     return f"""\
 ---
 # Lab policy, written by `provision lab up`. Applies to the lab's hosts only
@@ -68,10 +76,10 @@ nvidia_driver_source: distribution
 docker_source: distribution
 
 # --- Local apt repository of test doubles (tests/lab/aptrepo/) --------------
-# Settings for the signed local repository (stand-ins for
-# nvidia-container-toolkit, nvidia-fabricmanager-<branch> and
-# libnvidia-nscq-<branch>) go here.
-# --- end of the test-double repository settings -----------------------------
+# Written from the repository's own lab_policy(): where the signed local
+# repository of stand-ins for nvidia-container-toolkit,
+# nvidia-fabricmanager-<branch> and libnvidia-nscq-<branch> is served.
+{repo_block}# --- end of the test-double repository settings -----------------------------
 """
 
 
@@ -84,6 +92,7 @@ def write(
     known_hosts: Path,
     gateway: str,
     fleet_group_vars: Path,
+    repo_vars: Mapping[str, object] | None = None,
 ) -> Path:
     """Write inventory.ini and group_vars/ under `root`; return the inventory path."""
     group_vars = root / "group_vars"
@@ -95,7 +104,7 @@ def write(
         for src in sorted(fleet_group_vars.iterdir()):
             if src.name != "lab.yml":
                 (group_vars / src.name).symlink_to(src.resolve())
-    (group_vars / "lab.yml").write_text(render_lab_vars(lab, gateway))
+    (group_vars / "lab.yml").write_text(render_lab_vars(lab, gateway, repo_vars))
     inventory = root / "inventory.ini"
     inventory.write_text(render_inventory(lab, hosts, key=key, known_hosts=known_hosts))
     return inventory

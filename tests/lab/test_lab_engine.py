@@ -3,8 +3,10 @@ the simulator's hooks, and a `lab down` that leaves nothing behind."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -65,7 +67,8 @@ def test_ansible_reaches_every_host_with_strict_host_key_checking(lab: Lab) -> N
 def test_systemd_boots_clean_as_pid_1(lab: Lab) -> None:
     for host in lab.hosts:
         result = lab.ssh(host, "cat /proc/1/comm; systemctl is-system-running --wait")
-        assert result.stdout.split() == ["systemd", "running"], (host, result.stdout)
+        failed = lab.ssh(host, "systemctl --failed --no-legend --plain").stdout
+        assert result.stdout.split() == ["systemd", "running"], (host, result.stdout, failed)
 
 
 def test_hosts_cannot_load_modules_into_this_kernel(lab: Lab) -> None:
@@ -141,8 +144,10 @@ def test_reboot_keeps_port_host_key_and_disk(lab: Lab, tmp_path: Path) -> None:
     assert lab.ssh(host, "systemctl is-system-running --wait").stdout.strip() == "running"
 
 
-def test_up_is_idempotent_and_down_leaves_nothing() -> None:
-    name = "pytest-down"
+def test_up_is_idempotent_and_down_leaves_nothing(
+    scratch_lab_name: Callable[[str], str],
+) -> None:
+    name = scratch_lab_name("down")
     labels = {hosts.LAB_LABEL: name}
     first = hosts.up(name, "l40s", 1, "debian12", say=lambda _: None)
     port = hosts.status(name)[0].port
@@ -157,11 +162,11 @@ def test_up_is_idempotent_and_down_leaves_nothing() -> None:
     assert not hosts.lab_paths(name).root.exists()
 
 
-def test_port_taken_between_probe_and_start_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_port_taken_between_probe_and_start_is_retried(
+    monkeypatch: pytest.MonkeyPatch, scratch_lab_name: Callable[[str], str]
+) -> None:
     """Two labs starting at once can pick the same free port: the loser retries."""
-    import socket
-
-    name = "pytest-port"
+    name = scratch_lab_name("port")
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
@@ -175,3 +180,21 @@ def test_port_taken_between_probe_and_start_is_retried(monkeypatch: pytest.Monke
             assert host.state == "running" and host.port != taken
         finally:
             hosts.down(name)
+
+
+def test_hosts_reach_the_test_double_repository(lab: Lab) -> None:
+    if not (hosts.APTREPO_DIR / "__init__.py").exists():
+        pytest.skip("tests/lab/aptrepo/ is not in this checkout: no repository to reach")
+    lab_vars = (lab.paths.root / "group_vars" / "lab.yml").read_text()
+    [key_url] = [
+        line.split(": ", 1)[1]
+        for line in lab_vars.splitlines()
+        if line.startswith("gpuprov_lab_repo_key_url: ")
+    ]
+    for host in lab.hosts:
+        fetched = lab.ssh(
+            host,
+            "python3 -c 'import sys, urllib.request; "
+            f'print(urllib.request.urlopen("{key_url}", timeout=5).status)\'',
+        )
+        assert fetched.stdout.strip() == "200", (host, fetched.stderr)

@@ -82,6 +82,6 @@ def test_lab_vars_pass_yamllint(tmp_path: Path) -> None:
     from yamllint import linter  # type: ignore[import-untyped]
     from yamllint.config import YamlLintConfig  # type: ignore[import-untyped]
 
-    text = labinventory.render_lab_vars("a" * 31, "172.18.0.1")
+    text = labinventory.render_lab_vars("a" * 31, "172.18.0.1", None)
     problems = list(linter.run(text, YamlLintConfig("extends: default")))
     assert problems == []

@@ -1,0 +1,65 @@
+"""The local apt repository of test doubles (tests/lab/aptrepo/), wired into the lab.
+
+That repository (stand-ins for NVIDIA-only packages: nvidia-container-toolkit,
+nvidia-fabricmanager-<branch>, libnvidia-nscq-<branch>) is test code owned beside the
+simulator; the lab only starts it on this machine and writes the role variables it
+returns into the lab's group_vars. One server, on the default Docker bridge's gateway,
+serves every lab (each lab network reaches that address); the last `lab down` stops it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import LabError
+
+# Lab policy the lab engine itself sets (labinventory.render_lab_vars); the repository's
+# variables may not change these.
+LAB_OWNED = frozenset({"nvidia_driver_source", "docker_source"})
+
+
+def _module(aptrepo_dir: Path) -> Any | None:
+    if not (aptrepo_dir / "__init__.py").is_file():
+        return None
+    parent = str(aptrepo_dir.parent)
+    if parent not in sys.path:
+        sys.path.insert(0, parent)
+    try:
+        return importlib.import_module(aptrepo_dir.name)
+    except ImportError as exc:
+        raise LabError(
+            f"the test-double repository code in {aptrepo_dir} does not import: {exc}",
+            fix=f"fix {aptrepo_dir}, or move it aside to start hosts without it",
+        ) from exc
+
+
+def serve(aptrepo_dir: Path, state_dir: Path) -> dict[str, object] | None:
+    """Build and serve the repository (idempotent); its role variables, or None without one."""
+    aptrepo = _module(aptrepo_dir)
+    if aptrepo is None:
+        return None
+    try:
+        repo = aptrepo.ensure_served(state_dir)
+        policy: Mapping[str, object] = aptrepo.lab_policy(repo)
+    except (RuntimeError, OSError) as exc:
+        raise LabError(
+            f"the local apt repository of test doubles could not be served: {exc}",
+            fix=f"read {state_dir / 'server.log'}; check `docker network inspect bridge`",
+        ) from exc
+    return dict(policy)
+
+
+def split_owned(variables: Mapping[str, object]) -> tuple[dict[str, object], list[str]]:
+    """The repository's variables without those the lab owns, and the names dropped."""
+    kept = {k: v for k, v in variables.items() if k not in LAB_OWNED}
+    return kept, sorted(set(variables) - set(kept))
+
+
+def stop(aptrepo_dir: Path, state_dir: Path) -> bool:
+    """Stop the repository server; True when one was running."""
+    aptrepo = _module(aptrepo_dir)
+    return bool(aptrepo.stop(state_dir)) if aptrepo is not None else False

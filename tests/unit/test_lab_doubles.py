@@ -1,0 +1,77 @@
+"""The hook that serves the test-double apt repository for the lab (a stand-in package
+replaces tests/lab/aptrepo here, so the hook is tested on its own)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import LabError
+from orchestrator.lab import doubles
+
+STAND_IN = """
+from pathlib import Path
+
+def ensure_served(state_dir: Path):
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / "served").write_text("yes")
+    if (state_dir / "broken").exists():
+        raise RuntimeError("port 8089 taken")
+    return "http://172.17.0.1:8089"
+
+def lab_policy(repo):
+    return {"nvidia_container_toolkit_repo_key_url": repo + "/gpgkey", "docker_source": "distro"}
+
+def stop(state_dir: Path):
+    served = state_dir / "served"
+    if served.exists():
+        served.unlink()
+        return True
+    return False
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    package = tmp_path / "lab" / "aptrepo_standin"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(STAND_IN)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "aptrepo_standin", raising=False)
+    return package
+
+
+def test_serves_and_returns_the_repository_variables(stand_in: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    variables = doubles.serve(stand_in, state)
+    assert variables == {
+        "nvidia_container_toolkit_repo_key_url": "http://172.17.0.1:8089/gpgkey",
+        "docker_source": "distro",
+    }
+    assert (state / "served").read_text() == "yes"
+    assert doubles.stop(stand_in, state) is True
+    assert doubles.stop(stand_in, state) is False
+
+
+def test_the_lab_keeps_its_own_policy_over_the_repository(stand_in: Path, tmp_path: Path) -> None:
+    variables = doubles.serve(stand_in, tmp_path / "state")
+    assert variables is not None
+    kept, dropped = doubles.split_owned(variables)
+    assert dropped == ["docker_source"]
+    assert kept == {"nvidia_container_toolkit_repo_key_url": "http://172.17.0.1:8089/gpgkey"}
+
+
+def test_a_failing_server_is_a_lab_error_naming_its_log(stand_in: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "broken").touch()
+    with pytest.raises(LabError, match="port 8089 taken") as err:
+        doubles.serve(stand_in, state)
+    assert err.value.fix is not None and str(state / "server.log") in err.value.fix
+
+
+def test_without_the_repository_code_there_is_nothing_to_serve(tmp_path: Path) -> None:
+    assert doubles.serve(tmp_path / "absent", tmp_path / "state") is None
+    assert doubles.stop(tmp_path / "absent", tmp_path / "state") is False
