@@ -117,7 +117,7 @@ def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return _resolve(STAGES[args.stage])(args)
+        return _resolve(STAGES[args.stage or "all"])(args)
     except GpuprovError as exc:
         print(f"provision: error: {exc}", file=sys.stderr)
         return exc.exit_code

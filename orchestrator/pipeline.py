@@ -79,13 +79,17 @@ def _load_inventory(path: str | None, limit: str | None) -> Fleet:
 
 
 def _detect(fleet: Fleet, console: Console) -> Detected:
-    """orchestrator.detect: every host probed in parallel, one SSH round-trip each."""
+    """orchestrator.detect: the fleet's hosts probed in parallel, one SSH round-trip each."""
+    from orchestrator.detect import detect_hosts
+    from orchestrator.inventory import Inventory
     from orchestrator.parsers import parse_host
 
-    detect_mod = importlib.import_module("orchestrator.detect")
-    result = detect_mod.detect_hosts(fleet.handle)
-    raw = cast(Mapping[str, RawFacts], result.raw)
-    errors = {h: str(e) for h, e in cast(Mapping[str, object], result.errors).items()}
+    inv = cast(Inventory, fleet.handle)
+    result = detect_hosts(
+        replace(inv, hosts=tuple(h for h in inv.hosts if h.name in fleet.hostvars))
+    )
+    raw = result.raw
+    errors = {h: str(e) for h, e in result.failed.items()}
     return Detected(raw, {h: parse_host(h, r) for h, r in raw.items()}, errors)
 
 

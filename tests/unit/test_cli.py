@@ -267,3 +267,36 @@ def test_validate_runs_the_health_checks_and_skips_cuda_on_simulated_hosts(
     assert checks["gpu_count"]["status"] == "pass"
     assert any(c["status"] == "skip" and "simulated" in c["diagnosis"] for c in checks.values())
     assert not any(c["status"] == "pass" and "simulated" in c["diagnosis"] for c in checks.values())
+
+
+def test_no_stage_runs_the_whole_pipeline(
+    local_fleet: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = local_fleet["tmp"] / "all.json"
+    rc = main(["-i", str(local_fleet["inventory"]), "--check", "--report", str(report)])
+    doc = json.loads(report.read_text())
+    assert doc["command"] == "all" and doc["check_mode"] is True
+    assert rc == 2  # the host with the unknown GPU is blocked
+    h = doc["hosts"]["h200-real"]
+    assert h["apply"]["changed_tasks"] == ["Write the planned driver variables"]
+    assert h["validation"]["note"] == "check mode: nothing was applied"
+    assert not (local_fleet["out"] / "h200-real.json").exists()
+
+
+def test_detect_save_then_plan_offline_on_this_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Real detection (connection local: the probe runs here), saved, then planned offline."""
+    inv = inventory(tmp_path, {"localhost": ""})
+    saved = tmp_path / "saved"
+    assert main(["detect", "-i", str(inv), "--save", str(saved)]) == 0
+    files = {p.name for p in (saved / "localhost").iterdir()}
+    assert {"os-release.txt", "uname-r.txt", "sysfs-pci-devices.txt"} <= files
+    capsys.readouterr()
+    rc = main(["plan", "--facts", str(saved), "--json"])
+    host = json.loads(capsys.readouterr().out)["hosts"]["localhost"]
+    pci = (saved / "localhost" / "sysfs-pci-devices.txt").read_text()
+    gpus = [ln for ln in pci.splitlines() if "vendor=0x10de" in ln and "class=0x03" in ln]
+    assert sum(g["count"] for g in host["gpus"]) == len(gpus)
+    if not gpus:  # a machine without a GPU is refused, with the fix
+        assert rc == 2 and host["blockers"][0].startswith("no NVIDIA GPU on the PCI bus")
