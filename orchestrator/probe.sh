@@ -19,6 +19,16 @@ M='@@gpuprov-probe@@'
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
+# smi ARGS...: nvidia-smi, bounded: on a GPU in a bad state it can hang for minutes
+# (exit 124 then, recorded like any other failure).
+smi() {
+    if have timeout; then
+        timeout 60 nvidia-smi "$@"
+    else
+        nvidia-smi "$@"
+    fi
+}
+
 # emit NAME RC: print $out framed, byte for byte (trailing blank lines kept), then "# exit=RC".
 emit() {
     printf '%s begin %s\n%s' "$M" "$1" "$out"
@@ -127,8 +137,8 @@ query_gpu() {
     f="$f,pcie.link.width.current,pcie.link.gen.max,pcie.link.width.max,retired_pages.pending"
     f="$f,remapped_rows.pending,remapped_rows.failure"
     # drivers before R535 name the reasons field clocks_throttle_reasons
-    nvidia-smi --query-gpu="$f,clocks_event_reasons.active,temperature.gpu" --format=csv ||
-        nvidia-smi --query-gpu="$f,clocks_throttle_reasons.active,temperature.gpu" --format=csv
+    smi --query-gpu="$f,clocks_event_reasons.active,temperature.gpu" --format=csv ||
+        smi --query-gpu="$f,clocks_throttle_reasons.active,temperature.gpu" --format=csv
 }
 
 services() {
@@ -182,19 +192,19 @@ cap lsmod.txt cat /proc/modules
 cap dmesg-nvidia.txt kernel_log
 
 if have nvidia-smi; then
-    cap nvidia-smi.txt nvidia-smi
-    cap nvidia-smi-L.txt nvidia-smi -L
-    cap nvidia-smi-version.txt nvidia-smi --version
+    cap nvidia-smi.txt smi
+    cap nvidia-smi-L.txt smi -L
+    cap nvidia-smi-version.txt smi --version
     capo nvidia-smi-query-gpu.csv query_gpu
-    cap nvidia-smi-q.txt nvidia-smi -q
-    cap nvidia-smi-topo-m.txt nvidia-smi topo -m
-    cap nvidia-smi-nvlink-s.txt nvidia-smi nvlink -s
-    cap nvidia-smi-nvlink-e.txt nvidia-smi nvlink -e
-    cap nvidia-smi-mig-lgip.txt nvidia-smi mig -lgip
-    cap nvidia-smi-mig-lgipp.txt nvidia-smi mig -lgipp
-    cap nvidia-smi-mig-lgi.txt nvidia-smi mig -lgi
-    cap nvidia-smi-mig-lcip.txt nvidia-smi mig -lcip
-    cap nvidia-smi-mig-lci.txt nvidia-smi mig -lci
+    cap nvidia-smi-q.txt smi -q
+    cap nvidia-smi-topo-m.txt smi topo -m
+    cap nvidia-smi-nvlink-s.txt smi nvlink -s
+    cap nvidia-smi-nvlink-e.txt smi nvlink -e
+    cap nvidia-smi-mig-lgip.txt smi mig -lgip
+    cap nvidia-smi-mig-lgipp.txt smi mig -lgipp
+    cap nvidia-smi-mig-lgi.txt smi mig -lgi
+    cap nvidia-smi-mig-lcip.txt smi mig -lcip
+    cap nvidia-smi-mig-lci.txt smi mig -lci
 fi
 
 if have dpkg-query; then
