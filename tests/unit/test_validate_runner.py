@@ -205,3 +205,39 @@ def test_subprocess_executor_runs_sh_with_the_script_on_stdin(tmp_path: Path) ->
     assert (out.rc, out.stdout.strip()) == (3, str(tmp_path))
     slow = SubprocessExecutor()("sleep 5\n", timeout=0.2)
     assert slow.rc == 124
+
+
+def test_nccl_tests_path_judges_the_real_all_reduce_perf_output() -> None:
+    raw = real_raw()
+    facts = parse_host("h200", raw)
+    target = runner.payload_target(facts, raw, CATALOG, Policy(host="h200"), nccl_tests=True)
+    assert target.spec["allreduce"]["enabled"] is False  # the payload skips its own sweep
+    text = (REAL / "nccl-tests-all_reduce_perf.txt").read_text()
+    execute = Recorder(CommandOutput(0, text, ""))
+    results = runner.run_nccl_tests(execute, target, CATALOG, host="h200")
+    assert [(r.name, r.status) for r in results] == [
+        ("nccl_allreduce_values", "pass"),
+        ("nccl_allreduce_1GiB", "pass"),
+        ("nccl_allreduce_4GiB", "pass"),
+    ]
+    assert "all_reduce_perf -b 1M -e 4294967296 -f 4 -g 2 -c 1" in execute.scripts[0]
+    absent = Recorder(CommandOutput(127, "", "sh: 1: all_reduce_perf: not found"))
+    missing = runner.run_nccl_tests(absent, target, CATALOG, host="h200")
+    assert [(r.name, r.status) for r in missing] == [("nccl_allreduce", "fail")]
+    assert "install nccl-tests" in missing[0].diagnosis
+
+
+def test_local_entry_on_this_machine_writes_json(tmp_path: Path) -> None:
+    """The real probe on this (GPU-less) machine: the GPU count fails, nothing passes falsely."""
+    from orchestrator.validate import local
+
+    out = tmp_path / "v.json"
+    code = local.main(["--json", str(out)])
+    doc = json.loads(out.read_text())
+    by = {c["name"]: c for c in doc["checks"]}
+    if by["gpu_count"]["status"] == "pass":  # pragma: no cover - only on a GPU machine
+        pytest.skip("this machine has GPUs")
+    assert code == 1
+    assert doc["ok"] is False
+    assert by["gpu_count"]["status"] == "fail"
+    assert by["gemm_bf16"]["status"] == "skip"
