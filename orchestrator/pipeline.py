@@ -208,8 +208,14 @@ def run_detect(args: argparse.Namespace) -> int:
 
         root = save_dir(args.save, detected.raw)
         console.print(f"raw outputs of {len(detected.raw)} host(s) saved under {root}")
+    names = {i: g.model for g in default_catalog().gpus for i in g.device_ids}
+    rep.render_detect(console, detected.facts, detected.errors, names)
     reports = rep.host_reports(fleet.hosts, facts=detected.facts, detect_errors=detected.errors)
-    return _finish(args, console, rep.RunReport("detect", reports))
+    report = rep.RunReport("detect", reports, finished=dt.datetime.now(dt.UTC))
+    _write_report(args, report)
+    if getattr(args, "json", False):
+        print(json.dumps(rep.report_document(report), indent=2))
+    return report.exit_code
 
 
 def run_plan(args: argparse.Namespace) -> int:

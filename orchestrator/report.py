@@ -221,6 +221,41 @@ def render_plans(console: Console, plans: Mapping[str, HostPlan]) -> None:
             console.print(f"  [red]blocked[/]: {escape(b)}", highlight=False)
 
 
+def render_detect(
+    console: Console,
+    facts: Mapping[str, HostFacts],
+    errors: Mapping[str, str],
+    gpu_names: Mapping[int, str],
+) -> None:
+    """`provision detect`: what each host has (`gpu_names`: PCI device id -> model)."""
+    table = Table(title="provision detect", title_justify="left")
+    for col in ("host", "OS", "kernel", "GPUs", "driver", "Docker", "toolkit"):
+        table.add_column(col, overflow="fold")
+    for host in sorted({*facts, *errors}):
+        if host in errors:
+            table.add_row(escape(host), "[red]unreachable[/]", escape(errors[host]), "", "", "", "")
+            continue
+        f = facts[host]
+        counts: dict[str, int] = {}
+        for gpu in f.gpus:
+            name = gpu_names.get(gpu.device_id, f"unknown 10de:{gpu.device_id:04x}")
+            counts[name] = counts.get(name, 0) + 1
+        gpus = ", ".join(f"{n}x {m}" for m, n in counts.items()) or "none"
+        if f.simulated:
+            gpus += " (simulated)"
+        driver = f.loaded_driver
+        table.add_row(
+            escape(host),
+            escape(f.os.pretty_name if f.os else "?"),
+            escape(f.kernel),
+            escape(gpus),
+            escape(f"{driver.version} {driver.flavour}" if driver else "none loaded"),
+            escape(f.runtime.docker_version or "none"),
+            escape(f.runtime.toolkit_version or "none"),
+        )
+    console.print(table)
+
+
 def _plan_cell(plan: HostPlan | None) -> str:
     if plan is None:
         return "-"

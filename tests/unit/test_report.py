@@ -151,3 +151,14 @@ def test_documented_plan_example_is_real_output() -> None:
     example.pop("gpuprov_version")
     real.pop("gpuprov_version")
     assert example == real
+
+
+def test_detect_table() -> None:
+    buf = io.StringIO()
+    names = {i: g.model for g in default_catalog().gpus for i in g.device_ids}
+    console = Console(file=buf, width=400, color_system=None)
+    rep.render_detect(console, {"sim": SIM_FACTS}, {"gone": "connection refused"}, names)
+    text = buf.getvalue()
+    assert "2x H200 SXM 141GB (simulated)" in text
+    assert "580.159.04 open" in text and "Ubuntu 24.04.3 LTS" in text
+    assert "unreachable" in text and "connection refused" in text
