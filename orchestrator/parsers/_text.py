@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from orchestrator.errors import HostError
 
-_EXIT_RE = re.compile(r"^# exit=(-?\d+)\s*$")
+_EXIT_RE = re.compile(r"# exit=(-?\d+)\s*$")
 
 # What nvidia-smi prints where a value does not apply or cannot be read.
 _NO_VALUE = frozenset(
@@ -52,12 +52,11 @@ class Output:
 
 
 def split_exit(text: str) -> Output:
-    """Split the trailing `# exit=N` line from a raw output."""
-    lines = text.rstrip("\n").split("\n")
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if lines and (m := _EXIT_RE.match(lines[-1])):
-        return Output("\n".join(lines[:-1]) + ("\n" if len(lines) > 1 else ""), int(m.group(1)))
+    """Split the trailing `# exit=N` line from a raw output (blank lines before it are kept)."""
+    stripped = text.rstrip()
+    cut = stripped.rfind("\n")
+    if m := _EXIT_RE.match(stripped, cut + 1):
+        return Output(text[: cut + 1], int(m.group(1)))
     return Output(text, None)
 
 

@@ -28,7 +28,7 @@ from orchestrator.parsers.runtime import (
 )
 from orchestrator.parsers.secure_boot import parse_secure_boot
 from orchestrator.parsers.services import parse_services
-from orchestrator.parsers.smi_q import parse_smi_q
+from orchestrator.parsers.smi_q import fabric_states
 from orchestrator.parsers.smi_query_gpu import parse_query_gpu
 from orchestrator.parsers.smi_version import parse_smi_version
 from orchestrator.parsers.sysfs_pci import parse_sysfs_pci
@@ -84,10 +84,10 @@ def _uptime(text: str) -> float | None:
 def _with_fabric(gpus: tuple[SmiGpu, ...], smi_q_text: str | None) -> tuple[SmiGpu, ...]:
     if smi_q_text is None:
         return gpus
-    by_bus = {g.bus_id: g for g in parse_smi_q(smi_q_text).gpus}
+    by_bus = fabric_states(smi_q_text)
     return tuple(
-        dataclasses.replace(g, fabric_state=q.fabric_state, fabric_status=q.fabric_status)
-        if (q := by_bus.get(g.bus_id))
+        dataclasses.replace(g, fabric_state=f[0], fabric_status=f[1])
+        if (f := by_bus.get(g.bus_id))
         else g
         for g in gpus
     )

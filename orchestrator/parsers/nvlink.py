@@ -10,7 +10,6 @@ from types import MappingProxyType
 from orchestrator.parsers._text import split_exit
 
 _GPU = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)")
-_SPEED = re.compile(r"^\s+Link (?P<link>\d+): (?P<state>.+?)\s*$")
 _ERROR = re.compile(r"^\s+Link (?P<link>\d+): (?P<counter>[^:]+?): (?P<count>\d+)\s*$")
 
 
@@ -44,17 +43,23 @@ class NvLinkErrors:
         return sum(self.counters.values())
 
 
+_STATUS_SCAN = re.compile(
+    r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)"
+    r"|^\s+Link (?P<link>\d+): (?:(?P<speed>[\d.]+) GB/s|(?P<state>.+?))[ \t]*$",
+    re.MULTILINE,
+)
+
+
 def parse_nvlink_status(text: str) -> tuple[NvLinkGpu, ...]:
     """GPUs without NVLink have no Link lines (nvidia-smi prints a note instead)."""
     gpus: list[tuple[int, str, str, list[NvLink]]] = []
-    for line in split_exit(text).body.splitlines():
-        if m := _GPU.match(line):
+    for m in _STATUS_SCAN.finditer(split_exit(text).body):
+        if m["index"] is not None:
             gpus.append((int(m["index"]), m["name"], m["uuid"], []))
-        elif (m := _SPEED.match(line)) and gpus:
-            state = m["state"]
-            speed = re.match(r"([\d.]+) GB/s", state)
+        elif gpus:
+            speed = m["speed"]
             gpus[-1][3].append(
-                NvLink(int(m["link"]), float(speed.group(1)) if speed else None, bool(speed))
+                NvLink(int(m["link"]), float(speed) if speed else None, speed is not None)
             )
     return tuple(NvLinkGpu(i, n, u, tuple(links)) for i, n, u, links in gpus)
 

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from orchestrator.parsers._text import ParseError, int_value, split_exit, value
 from orchestrator.parsers.smi_query_gpu import normalise_bus_id
 
-_LEAF = re.compile(r"^(?P<indent> *)(?P<key>\S.*?)\s*:(?: (?P<value>.*))?$")
-_GPU_HEADER = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
+_GPU_HEADER = re.compile(r"GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
 
 
 @dataclass
@@ -88,22 +87,52 @@ def parse_tree(text: str) -> Node:
     root = Node("")
     stack: list[tuple[int, Node]] = [(-1, root)]
     for raw in split_exit(text).body.splitlines():
-        if not raw.strip() or raw.startswith("="):
+        stripped = raw.strip()
+        if not stripped or raw[0] == "=":
             continue
-        header = _GPU_HEADER.match(raw)
-        if header:
-            node, indent = Node("GPU", header["bus"]), 0
-        elif m := _LEAF.match(raw):
-            indent = len(m["indent"])
-            node = Node(m["key"].strip(), m["value"].strip() if m["value"] is not None else None)
+        indent = len(raw) - len(raw.lstrip(" "))
+        if indent == 0 and (header := _GPU_HEADER.match(raw)):
+            node = Node("GPU", header["bus"])
         else:
-            indent = len(raw) - len(raw.lstrip(" "))
-            node = Node(raw.strip())
+            key, sep, val = stripped.partition(" : ")
+            if sep:
+                node = Node(key.rstrip(), val.strip())
+            elif stripped.endswith(":"):  # "Key :" with an empty value
+                node = Node(stripped[:-1].rstrip(), "")
+            else:
+                node = Node(stripped)
         while stack[-1][0] >= indent:
             stack.pop()
         stack[-1][1].children.append(node)
         stack.append((indent, node))
     return root
+
+
+_FABRIC = "\n    Fabric\n"
+
+
+def fabric_states(text: str) -> dict[str, tuple[str | None, str | None]]:
+    """Bus id -> (Fabric State, Fabric Status), found with str.find instead of building the
+    whole tree (what `parse_host` needs from -q; far cheaper than `parse_smi_q`)."""
+    out = split_exit(text)
+    if not out.ok:
+        return {}
+    body = out.body
+    states: dict[str, tuple[str | None, str | None]] = {}
+    at = body.find(_FABRIC)
+    while at >= 0:
+        gpu = body.rfind("\nGPU ", 0, at)
+        header = _GPU_HEADER.match(body, gpu + 1, body.find("\n", gpu + 1)) if gpu >= 0 else None
+        lines = body[at + len(_FABRIC) :].split("\n", 2)[:2]
+        fields = {}
+        for line in lines:
+            key, _, val = line.partition(" : ")
+            fields[key.strip()] = val
+        if header:
+            bus = normalise_bus_id(header["bus"])
+            states[bus] = (value(fields.get("State", "")), value(fields.get("Status", "")))
+        at = body.find(_FABRIC, at + 1)
+    return states
 
 
 def _yes(text: str | None) -> bool | None:

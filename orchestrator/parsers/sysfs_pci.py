@@ -8,13 +8,16 @@ Works before any driver is installed: this is where GPUs and NVSwitches are foun
 
 from __future__ import annotations
 
-import shlex
+import re
 
 from orchestrator.facts import PciDevice, PciLink
 from orchestrator.parsers._text import ParseError, split_exit
 
 _SOURCE = "sysfs-pci-devices.txt"
 _REQUIRED = ("vendor", "device", "class")
+# key=value or key="value with spaces" (a regex: shlex costs 10x more per line)
+_PAIR = re.compile(r'(\w+)=(?:"([^"]*)"|(\S*))')
+_ADDRESS = re.compile(r"^([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s")
 
 
 def _speed(text: str) -> float | None:
@@ -33,14 +36,16 @@ def _int(text: str) -> int | None:
 
 
 def parse_pci_line(line: str) -> PciDevice:
-    try:
-        address, *pairs = shlex.split(line)
-    except ValueError as exc:
-        raise ParseError(_SOURCE, f"unbalanced quotes in {line!r}") from exc
-    fields = dict(p.partition("=")[::2] for p in pairs)
+    head = _ADDRESS.match(line + " ")
+    if head is None:
+        raise ParseError(_SOURCE, f"line {line!r} does not start with a PCI address")
+    address = head.group(1)
+    if line.count('"') % 2:
+        raise ParseError(_SOURCE, f"unbalanced quotes in {line!r}")
+    fields = {m[1]: m[2] if m[2] is not None else m[3] for m in _PAIR.finditer(line)}
     missing = [k for k in _REQUIRED if _int(fields.get(k, "")) is None]
-    if missing or address.count(":") != 2:
-        raise ParseError(_SOURCE, f"line {line!r} lacks {', '.join(missing) or 'an address'}")
+    if missing:
+        raise ParseError(_SOURCE, f"line {line!r} lacks {', '.join(missing)}")
     numa = _int(fields.get("numa_node", ""))
     return PciDevice(
         address=address.lower(),

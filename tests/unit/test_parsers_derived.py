@@ -16,7 +16,7 @@ from orchestrator.parsers.mig import parse_lci, parse_lgi, parse_lgip, parse_lgi
 from orchestrator.parsers.mig_lcip import parse_lcip
 from orchestrator.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
 from orchestrator.parsers.smi_list import parse_smi_list
-from orchestrator.parsers.smi_q import parse_smi_q
+from orchestrator.parsers.smi_q import fabric_states, parse_smi_q
 from orchestrator.parsers.topo import parse_topo
 
 DERIVED = Path(__file__).resolve().parent / "fixtures_derived"
@@ -189,3 +189,15 @@ def test_mig_layout(raw: dict[str, dict[str, str]], facts: dict[str, HostFacts])
     assert listed[1].mig_devices == ()
     f = facts["h200x2-mig"]
     assert [g.mig_mode_current for g in f.smi_gpus] == ["Enabled", "Disabled"]
+
+
+def test_fast_fabric_reader_agrees_with_the_full_tree(raw: dict[str, dict[str, str]]) -> None:
+    checked = 0
+    for files in raw.values():
+        if names.SMI_Q in files:
+            full = parse_smi_q(files[names.SMI_Q]).gpus
+            assert fabric_states(files[names.SMI_Q]) == {
+                g.bus_id: (g.fabric_state, g.fabric_status) for g in full
+            }
+            checked += len(full)
+    assert checked == 8 + 8 + 4 + 8 + 2 + 2
