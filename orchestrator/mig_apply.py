@@ -198,14 +198,22 @@ def planned_actions(want: GpuLayout, have: GpuState) -> list[str]:
 # --- changing ---------------------------------------------------------------------------
 
 
-def _must(run: Runner, host: str, argv: Sequence[str], outcome: Outcome) -> None:
+_IN_USE_FIX = "stop what still uses the GPU (`nvidia-smi` lists processes), then re-run"
+# mig-parted#181: a loaded nvidia_drm keeps MIG mode from changing.
+_MODE_FIX = (
+    f"{_IN_USE_FIX}; if nvidia_drm is loaded (`lsmod | grep nvidia_drm`), unload it "
+    "(`modprobe -r nvidia_drm`) or keep it from loading, then re-run"
+)
+
+
+def _must(
+    run: Runner, host: str, argv: Sequence[str], outcome: Outcome, fix: str = _IN_USE_FIX
+) -> None:
     rc, text = run(argv)
     outcome.actions.append(" ".join(argv))
     if rc != 0:
         raise HostError(
-            f"`{' '.join(argv)}` failed (exit {rc}): {text.strip()[:300]}",
-            host=host,
-            fix="stop what still uses the GPU (`nvidia-smi` lists processes), then re-run",
+            f"`{' '.join(argv)}` failed (exit {rc}): {text.strip()[:300]}", host=host, fix=fix
         )
 
 
@@ -250,7 +258,8 @@ def _set_mode(run: Runner, host: str, want: GpuLayout, have: GpuState, out: Outc
     """Switch MIG mode; reset the GPU if the change is pending. False: a reboot is needed."""
     n = str(want.index)
     if have.mig_pending != want.mig_enabled:
-        _must(run, host, ["nvidia-smi", "-i", n, "-mig", "1" if want.mig_enabled else "0"], out)
+        mode = ["nvidia-smi", "-i", n, "-mig", "1" if want.mig_enabled else "0"]
+        _must(run, host, mode, out, _MODE_FIX)
     now = read_state(run, host)[want.index]
     if now.mig_current == want.mig_enabled:
         return True

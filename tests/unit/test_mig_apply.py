@@ -322,3 +322,20 @@ def test_main_takes_a_plain_mig_parted_file_and_a_layout_name(
     assert [g["create"] for g in printed["gpus"]] == ["9:4,14:0,19:2,19:3"] * 2
     assert main(["--config", str(tmp_path / "missing.json"), "check"], run=host) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_a_refused_mode_change_names_the_nvidia_drm_fix() -> None:
+    host = FakeHost([Gpu(), Gpu()])
+    real = host.smi
+
+    def busy(args: list[str], index: int | None) -> tuple[int, str]:
+        if args[0] == "-mig":
+            return 6, "Unable to enable MIG Mode: In use by another client"
+        return real(args, index)
+
+    host.smi = busy  # type: ignore[method-assign]
+    with pytest.raises(HostError) as info:
+        apply(host, "node-3", opts("small"), dry_run=False)
+    text = str(info.value)
+    assert text.startswith("node-3: `nvidia-smi -i 1 -mig 1` failed (exit 6): Unable to enable")
+    assert "modprobe -r nvidia_drm" in text
