@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from orchestrator.errors import GpuprovError, HostError
 from orchestrator.mig import GpuLayout, gpus_from_smi, parse_config, validate_layout
@@ -314,16 +315,26 @@ def apply(run: Runner, host: str, opts: Options, *, dry_run: bool) -> Outcome:
     return outcome
 
 
-def load_options(path: str, *, layout: str | None = None, no_block: bool = False) -> Options:
-    """The layout document the role writes (`-`: read it from stdin), or a plain mig-parted
-    file (`version: v1`, `mig-configs`, in JSON) with `layout` naming the layout."""
+def _read(path: str) -> Any:
     if path == "-":
-        doc = json.load(sys.stdin)
-    else:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
+        return json.load(sys.stdin)
+    with open(path, encoding="utf-8") as fh:
+        if not path.endswith((".yml", ".yaml")):
+            return json.load(fh)
+        import yaml  # only for files a person hands in; hosts get JSON from the role
+
+        return yaml.safe_load(fh)
+
+
+def load_options(path: str, *, layout: str | None = None, no_block: bool = False) -> Options:
+    """The layout document the role writes (`-`: read it from stdin); or, with `layout`, a
+    mig-parted file (`version: v1`, `mig-configs`) or a group_vars file with `mig_configs`
+    (YAML needs PyYAML)."""
+    doc = _read(path)
     if "mig-configs" in doc:
         doc = {"layout": layout, "config": doc}
+    elif "mig_configs" in doc:
+        doc = {"layout": layout, "config": {"version": "v1", "mig-configs": doc["mig_configs"]}}
     return Options(
         layout=str(layout or doc["layout"]),
         config=doc["config"],
@@ -350,7 +361,7 @@ def main(argv: Sequence[str] | None = None, run: Runner = run_command) -> int:
     except GpuprovError as exc:
         print(f"gpuprov-mig: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, ImportError) as exc:
         print(f"gpuprov-mig: error: cannot read {args.config}: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(outcome.__dict__, sort_keys=True))

@@ -339,3 +339,15 @@ def test_a_refused_mode_change_names_the_nvidia_drm_fix() -> None:
     text = str(info.value)
     assert text.startswith("node-3: `nvidia-smi -i 1 -mig 1` failed (exit 6): Unable to enable")
     assert "modprobe -r nvidia_drm" in text
+
+
+def test_main_validates_a_group_vars_file_read_only(capsys: pytest.CaptureFixture[str]) -> None:
+    group_vars = Path(__file__).resolve().parents[2] / "inventory" / "group_vars" / "all.yml"
+    host = FakeHost([Gpu(), Gpu()])
+    argv = ["--config", str(group_vars), "--layout", "h200-mixed", "check"]
+    assert main(argv, run=host) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [g["create"] for g in printed["gpus"]] == ["5:0,14:4,19:6"] * 2
+    assert all(" -mig " not in c and "-cgi" not in c for c in host.calls)
+    assert main([*argv[:3], "h100-80gb-mixed", "check"], run=host) == 2
+    assert "profile 3g.40gb is not offered by this GPU" in capsys.readouterr().err
