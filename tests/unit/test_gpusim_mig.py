@@ -10,6 +10,7 @@ import pytest
 
 from orchestrator.parsers.mig import parse_lci, parse_lgi, parse_lgip
 from orchestrator.parsers.mig_lcip import parse_lcip
+from orchestrator.parsers.smi_list import parse_smi_list
 from orchestrator.parsers.smi_q import parse_smi_q
 from orchestrator.parsers.smi_query_gpu import parse_query_gpu
 
@@ -150,3 +151,15 @@ def test_persistence_mode_is_kept_until_reboot(h200: SimHost) -> None:
     assert modes() == ["Enabled", "Enabled"]
     h200.boot()
     assert modes() == ["Disabled", "Disabled"]
+
+
+def test_list_shows_mig_devices_under_their_gpu(h200: SimHost) -> None:
+    h200.smi("-i", "0", "-mig", "1")
+    h200.smi("mig", "-i", "0", "-cgi", "19,19", "-C")
+    lines = h200.smi("-L").out.splitlines()
+    assert len(lines) == 4
+    assert lines[0].startswith("GPU 0: NVIDIA H200 (UUID: GPU-")
+    assert lines[1].startswith("  MIG 1g.18gb     Device  0: (UUID: MIG-")
+    assert lines[2].startswith("  MIG 1g.18gb     Device  1: (UUID: MIG-")
+    assert lines[3].startswith("GPU 1: NVIDIA H200")
+    assert [g.index for g in parse_smi_list(h200.smi("-L").captured)] == [0, 1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,8 +28,26 @@ def timestamp(now: float | None = None) -> str:
     return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now))
 
 
+def mig_device_uuid(g: GpuView, gpu_instance: int, compute_instance: int) -> str:
+    h = hashlib.sha256(f"{g.state.uuid}/{gpu_instance}/{compute_instance}".encode()).hexdigest()
+    return f"MIG-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
 def list_gpus(gpus: Sequence[GpuView]) -> str:
-    return "".join(f"GPU {g.index}: {g.model.name} (UUID: {g.state.uuid})\n" for g in gpus)
+    """`-L`: one line per GPU, then one per MIG device (compute instance) under it."""
+    out = ""
+    for g in gpus:
+        out += f"GPU {g.index}: {g.model.name} (UUID: {g.state.uuid})\n"
+        if not g.state.mig_current:
+            continue
+        names = {p.id: p.name for p in g.model.mig_profiles}
+        profile_of = {gi.id: gi.profile_id for gi in g.state.gpu_instances}
+        cis = sorted(g.state.compute_instances, key=lambda c: (c.gpu_instance, c.id))
+        for n, ci in enumerate(cis):
+            name = f"MIG {names[profile_of[ci.gpu_instance]]}"
+            uuid = mig_device_uuid(g, ci.gpu_instance, ci.id)
+            out += f"  {name:<16}Device {n:>2}: (UUID: {uuid})\n"
+    return out
 
 
 def version(driver: Driver) -> str:
