@@ -24,10 +24,10 @@ SMI_MIG_LGIP = "nvidia-smi-mig-lgip.txt"
 SMI_MIG_LGIPP = "nvidia-smi-mig-lgipp.txt"
 SMI_MIG_LGI = "nvidia-smi-mig-lgi.txt"
 SMI_MIG_LCIP = "nvidia-smi-mig-lcip.txt"
-SMI_MIG_LCI = "nvidia-smi-mig-lci.txt"
 KERNEL_LOG = "dmesg-nvidia.txt"
 
 # Extra probes (not in the real fixture).
+SMI_MIG_LCI = "nvidia-smi-mig-lci.txt"
 SECURE_BOOT = "secureboot.txt"
 DPKG_QUERY = "dpkg-query.txt"
 RPM_QUERY = "rpm-qa.txt"
