@@ -90,7 +90,7 @@ def _select(views: list[GpuView], spec: str | None) -> list[GpuView]:
     return chosen
 
 
-def _mig_mode(host: Host, targets: list[GpuView], enable: bool) -> Result:
+def _mig_mode(targets: list[GpuView], enable: bool) -> Result:
     out = ""
     word = "enable" if enable else "disable"
     for g in targets:
@@ -135,9 +135,8 @@ def reset_gpu(g: GpuView) -> None:
     g.state.compute_instances.clear()
 
 
-def _reset(targets: list[GpuView], all_gpus: list[GpuView]) -> Result:
-    if len(targets) == len(all_gpus) and len(all_gpus) > 1:
-        pass  # the real tool resets every GPU when none is named and none is in use
+def _reset(targets: list[GpuView]) -> Result:
+    """`-r`: the named GPUs, or every GPU when none is named (nothing uses a simulated GPU)."""
     out = ""
     for g in targets:
         reset_gpu(g)
@@ -145,7 +144,7 @@ def _reset(targets: list[GpuView], all_gpus: list[GpuView]) -> Result:
     return Result(out + "All done.\n")
 
 
-def _mig(args: Args, targets: list[GpuView], all_gpus: list[GpuView]) -> Result:
+def _mig(args: Args, targets: list[GpuView]) -> Result:
     o = args.options
     listings: dict[str, Callable[[Sequence[GpuView]], str]] = {
         "-lgip": mig.list_gi_profiles,
@@ -256,7 +255,7 @@ def run_loaded(host: Host, argv: Sequence[str], driver: Driver) -> Result:
             return Result(smi_links.nvlink_errors(targets))
         return Result("", BAD_ARGS, 2)
     if args.words[:1] == ["mig"]:
-        return _mig(args, targets, all_gpus)
+        return _mig(args, targets)
     if args.words:
         return Result("", BAD_ARGS, 2)
     if "--version" in o:
@@ -299,9 +298,9 @@ def run_loaded(host: Host, argv: Sequence[str], driver: Driver) -> Result:
         if flag in o:
             if o[flag] not in ("0", "1", "ENABLED", "DISABLED"):
                 return Result("", BAD_ARGS, 2)
-            return _mig_mode(host, targets, o[flag] in ("1", "ENABLED"))
+            return _mig_mode(targets, o[flag] in ("1", "ENABLED"))
     if "-r" in o or "--gpu-reset" in o:
-        return _reset(targets, all_gpus)
+        return _reset(targets)
     if not o:
         return Result(smi_basic.table(targets, driver))
     return Result("", BAD_ARGS, 2)
