@@ -143,7 +143,9 @@ def _verify_hosts(
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
     run = run_suite(
         fleet.inventory_path,
-        ",".join(hosts),
+        # run_suite passes --hosts=ansible://PATTERN; testinfra splits --hosts on commas and
+        # matches each with fnmatch, so name every host as its own ansible:// spec.
+        ",ansible://".join(hosts),
         workdir,
         plan_vars={h: plans[h].role_vars() for h in hosts},
         workers=min(8, len(hosts)),
