@@ -344,6 +344,13 @@ def _runtime_roles(facts: HostFacts, policy: Policy, notes: _Notes) -> list[Role
     docker = facts.runtime.docker_version
     if "docker" in policy.roles:
         source = "Docker's repository" if policy.docker_source == "docker" else "the distribution"
+        installed = _docker_package_source(facts.packages)
+        if installed and installed != policy.docker_source:
+            other = "the distribution's docker.io" if installed == "distribution" else "Docker CE"
+            notes.warnings.append(
+                f"{other} is installed but docker_source={policy.docker_source}: the role "
+                "switches packages (containers stop); set docker_source to keep what is there"
+            )
         reason = (
             f"Docker {docker} present: the role converges its packages and daemon.json"
             if docker
@@ -379,6 +386,15 @@ def _runtime_roles(facts: HostFacts, policy: Policy, notes: _Notes) -> list[Role
             "in gpuprov_roles; fix: add the role, or set the default runtime to false"
         )
     return roles
+
+
+def _docker_package_source(packages: Mapping[str, str]) -> str | None:
+    """Which source the installed Docker came from, by package name (None: none installed)."""
+    if "docker-ce" in packages:
+        return "docker"
+    if "docker.io" in packages:
+        return "distribution"
+    return None
 
 
 def _mig_role(
@@ -464,6 +480,7 @@ def plan_host(
     mig_role = _mig_role(facts, policy, models, notes)
     if mig_role:
         roles.append(mig_role)
+    notes.warnings.extend(f"detection: {e}" for e in facts.errors)
     if facts.simulated:
         notes.warnings.append("simulated host: GPU facts come from the lab's GPU simulator")
     roles.sort(key=lambda r: ROLE_ORDER.index(r.name))

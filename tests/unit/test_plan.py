@@ -348,3 +348,31 @@ def test_plan_is_pure(tmp_path: Path) -> None:
     policy = load_policy("h", {})
     first = plan_host(facts, policy, default_catalog())
     assert first == plan_host(facts, policy, default_catalog())
+
+
+def test_secure_boot_with_a_driver_to_build_warns() -> None:
+    raw = variant({0x2330: 8}, (0x22A3, 4), os_release=DEBIAN_12)
+    raw["secureboot.txt"] = "SecureBoot enabled\n# exit=0\n"
+    p = plan(raw, nvidia_driver_source="distribution")
+    assert any(w.startswith("Secure Boot is on: modules built by DKMS") for w in p.warnings)
+    raw["secureboot.txt"] = "SecureBoot disabled\n# exit=0\n"
+    p = plan(raw, nvidia_driver_source="distribution")
+    assert not any("Secure Boot" in w for w in p.warnings)
+
+
+def test_installed_docker_from_another_source_warns() -> None:
+    raw = real_raw()
+    raw["dpkg-query.txt"] = (  # the probe's format: name, version, want, status (tabs)
+        "docker-ce\t\tunknown\tnot-installed\n"
+        "docker.io\t20.10.24+dfsg1-1+deb12u1+b6\tinstall\tinstalled\n# exit=0\n"
+    )
+    p = plan(raw)
+    assert any("docker.io is installed but docker_source=docker" in w for w in p.warnings)
+    assert not any("docker.io" in w for w in plan(raw, docker_source="distribution").warnings)
+
+
+def test_detection_errors_are_warnings() -> None:
+    raw = real_raw()
+    raw["nvidia-smi.txt"] = "NVIDIA-SMI has failed because it couldn't communicate\n# exit=9\n"
+    p = plan(raw)
+    assert any(w.startswith("detection: nvidia-smi.txt: exit 9") for w in p.warnings)
