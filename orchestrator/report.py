@@ -281,10 +281,10 @@ def _changed_cell(stats: HostApplyStats | None) -> str:
         return "unreachable"
     text = f"{stats.changed} changed"
     if stats.changed_tasks:
-        shown = stats.changed_tasks[:4]
-        text += ": " + "; ".join(shown) + ("; ..." if len(stats.changed_tasks) > 4 else "")
+        shown = stats.changed_tasks[:3]
+        text += ": " + "; ".join(shown) + ("; ..." if len(stats.changed_tasks) > 3 else "")
     if stats.failed_tasks:
-        text += " | failed: " + "; ".join(stats.failed_tasks)
+        text += f", {len(stats.failed_tasks)} failed (below)"
     return text
 
 
@@ -307,6 +307,27 @@ def _stage_cell(stage: StageResult) -> str:
     return text
 
 
+def _problems(report: RunReport) -> list[str]:
+    """What went wrong, in full, one line each (the table keeps to summaries)."""
+    lines: list[str] = []
+    for h in report.hosts:
+        if h.detect_error:
+            lines.append(f"{h.host}: unreachable: {h.detect_error}")
+        if h.plan is not None:
+            lines.extend(f"{h.host}: blocked: {b}" for b in h.plan.blockers)
+        if h.apply is not None:
+            lines.extend(f"{h.host}: failed task: {t}" for t in h.apply.failed_tasks)
+        for stage, result in (("validation", h.validation), ("verification", h.verification)):
+            if result.state == "error":
+                lines.append(f"{h.host}: {stage} could not run: {result.note}")
+            lines.extend(
+                f"{h.host}: {stage} {c.label} failed: {c.diagnosis}"
+                for c in result.checks
+                if c.status == "fail"
+            )
+    return lines
+
+
 def render_report(console: Console, report: RunReport) -> None:
     """The closing table: one row per host."""
     title = f"provision {report.command}" + (" (check mode)" if report.check_mode else "")
@@ -325,6 +346,8 @@ def render_report(console: Console, report: RunReport) -> None:
             escape(_stage_cell(h.verification)),
         )
     console.print(table)
+    for line in _problems(report):
+        console.print(escape(line), highlight=False)
     if report.artifact_dir:
         console.print(f"artifacts: {escape(report.artifact_dir)}", highlight=False)
 

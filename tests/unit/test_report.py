@@ -132,6 +132,21 @@ def test_closing_table() -> None:
     assert "2 changed: Install Docker; Start Docker" in text
     assert "1 pass 1 fail: nvlink_state[gpu1]" in text
     assert "not available (suite missing)" in text
+    # problems in full below the table
+    assert "h200: validation nvlink_state[gpu1] failed: link 3 inactive; reseat" in text
+
+
+def test_failed_tasks_and_blockers_listed_below_the_table() -> None:
+    failed = HostApplyStats(ok=3, failed=1, failed_tasks=("Install driver: no such version",))
+    text = render(
+        rep.RunReport(
+            "apply",
+            (host(apply=failed), rep.HostReport("gone", detect_error="connection refused")),
+        )
+    )
+    assert "0 changed, 1 failed (below)" in text
+    assert "h200: failed task: Install driver: no such version" in text
+    assert "gone: unreachable: connection refused" in text
 
 
 def test_plan_tables() -> None:
