@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import fnmatch
 import importlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -220,6 +222,20 @@ def run_detect(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def _limit_saved(raw: Mapping[str, RawFacts], limit: str | None, where: str) -> dict[str, RawFacts]:
+    """--limit over a saved facts directory: host names or shell-style patterns, `,` or `:`."""
+    if not limit:
+        return dict(raw)
+    patterns = [p for p in re.split(r"[,:]", limit) if p]
+    kept = {h: r for h, r in raw.items() if any(fnmatch.fnmatchcase(h, p) for p in patterns)}
+    if not kept:
+        raise BadInputError(
+            f"--limit {limit!r} matches no host directory of {where}",
+            fix=f"use one of: {', '.join(sorted(raw))}",
+        )
+    return kept
+
+
 def run_plan(args: argparse.Namespace) -> int:
     console = _console(args)
     catalog = default_catalog()
@@ -228,10 +244,12 @@ def run_plan(args: argparse.Namespace) -> int:
         from orchestrator.factsdir import load_dir
         from orchestrator.parsers import parse_host
 
-        raw = load_dir(args.facts)
+        raw = _limit_saved(load_dir(args.facts), args.limit, args.facts)
         hostvars: Mapping[str, Mapping[str, object]] = {h: {} for h in raw}
         if args.inventory:  # policy from the inventory for the hosts it names
-            fleet = _load_inventory(args.inventory, args.limit)
+            fleet = _load_inventory(args.inventory, None)
+            for h in sorted(set(raw) - set(fleet.hostvars)):
+                console.print(f"[yellow]warning[/] {h}: not in {args.inventory}: default policy")
             hostvars = {h: fleet.hostvars.get(h, {}) for h in raw}
         facts = {h: parse_host(h, r) for h, r in raw.items()}
     else:

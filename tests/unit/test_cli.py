@@ -300,3 +300,11 @@ def test_detect_save_then_plan_offline_on_this_machine(
     assert sum(g["count"] for g in host["gpus"]) == len(gpus)
     if not gpus:  # a machine without a GPU is refused, with the fix
         assert rc == 2 and host["blockers"][0].startswith("no NVIDIA GPU on the PCI bus")
+
+
+def test_limit_over_saved_facts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    facts = str(facts_dir(tmp_path, unknown=True, h100=True))
+    assert main(["plan", "--facts", facts, "--limit", "h200-*:p5", "--json"]) == 0
+    assert sorted(json.loads(capsys.readouterr().out)["hosts"]) == ["h200-real", "p5"]
+    assert main(["plan", "--facts", facts, "--limit", "nope"]) == 2
+    assert "--limit 'nope' matches no host directory" in capsys.readouterr().err
