@@ -213,6 +213,12 @@ def _distribution_choice(
         )
         return None
     offer = offers[policy.driver_branch] if policy.driver_branch else source.distribution[-1]
+    if policy.driver_version and policy.driver_version != offer.version:
+        notes.blockers.append(
+            f"nvidia_driver_version={policy.driver_version} is not in {os_name}'s archive (it "
+            f"has {offer.version}); fix: pin {offer.version}, or set nvidia_driver_source=cuda"
+        )
+        return None
     old = _too_old(models, offer.version)
     if old:
         needs = ", ".join(f"{m.model} needs >= {m.min_driver}" for m in old)
@@ -284,6 +290,7 @@ def _driver_role(
         and branch_of(loaded.version) == choice.branch
         and loaded.flavour == flavour
         and choice.version in (None, loaded.version)
+        and not _too_old(models, loaded.version)  # e.g. an early R550 release for an H200
     )
     version = loaded.version if keep and loaded else (choice.version or "")
     if keep and loaded:

@@ -376,3 +376,24 @@ def test_detection_errors_are_warnings() -> None:
     raw["nvidia-smi.txt"] = "NVIDIA-SMI has failed because it couldn't communicate\n# exit=9\n"
     p = plan(raw)
     assert any(w.startswith("detection: nvidia-smi.txt: exit 9") for w in p.warnings)
+
+
+def test_a_loaded_release_too_old_for_the_gpu_is_replaced_within_its_branch() -> None:
+    raw = real_raw()
+    for name in ("proc-driver-nvidia-version.txt", "nvidia-smi-version.txt"):
+        raw[name] = raw[name].replace("580.159.04", "550.54.14").replace("580.159", "550.54")
+    p = plan(raw, nvidia_driver_branch=550)
+    driver = role(p, "nvidia_driver")
+    assert driver.change is True
+    assert driver.reason.startswith("replace loaded 550.54.14 open: install R550 open")
+    assert any("needs >= 550.90.07" in w for w in p.warnings)
+
+
+def test_distribution_version_pin_must_be_what_the_archive_has() -> None:
+    raw = variant({0x2330: 8}, (0x22A3, 4), os_release=DEBIAN_12)
+    p = plan(raw, nvidia_driver_source="distribution", nvidia_driver_version="535.54.03")
+    assert any(
+        "nvidia_driver_version=535.54.03 is not in debian 12's archive" in b for b in p.blockers
+    )
+    ok = plan(raw, nvidia_driver_source="distribution", nvidia_driver_version="535.261.03")
+    assert not ok.blockers
