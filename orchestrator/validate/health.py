@@ -236,6 +236,8 @@ def check_fabric(h: HealthInput) -> list[CheckResult]:
     states = [(g, g.fabric_state) for g in h.facts.smi_gpus]
     reported = [(g, s) for g, s in states if s not in (None, "N/A")]
     if not reported:
+        if h.nvswitches and not h.facts.smi_gpus:
+            return _no_smi("fabric_state", h)
         if h.nvswitches:
             return [
                 CheckResult(

@@ -323,3 +323,14 @@ def test_no_gpu_at_all_is_not_a_pass() -> None:
     r = only(health(raw, expected=None), "gpu_count")[0]
     assert (r.status, r.value) == ("fail", 0)
     assert "no NVIDIA GPU on the PCI bus" in r.diagnosis
+
+
+def test_nvswitch_host_without_driver_says_install_the_driver() -> None:
+    raw = {
+        k: v
+        for k, v in load_host(DERIVED / "h100x8-nvswitch4-ubuntu2204-550").items()
+        if not k.startswith("nvidia-smi")
+    }
+    r = only(health(raw, expected=8), "fabric_state")[0]
+    assert r.status == "fail"
+    assert "provision apply" in r.diagnosis
