@@ -20,6 +20,16 @@ if ((${#need[@]})); then
   apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# Every systemd test host takes several inotify instances; the kernel's default of 128 per
+# user runs out at about a dozen hosts, and then systemd in a new host hangs at boot
+# ("Failed to create inotify object: Too many open files").
+if [ "$(cat /proc/sys/fs/inotify/max_user_instances)" -lt 8192 ]; then
+  sysctl -q -w fs.inotify.max_user_instances=8192
+fi
+if [ "$(cat /proc/sys/fs/inotify/max_user_watches)" -lt 1048576 ]; then
+  sysctl -q -w fs.inotify.max_user_watches=1048576
+fi
+
 if docker info >/dev/null 2>&1; then
   exit 0
 fi

@@ -148,6 +148,27 @@ def resolve_profile(profile: str, profiles_dir: Path) -> Path:
     )
 
 
+# systemd in every test host takes inotify instances; at the kernel's default limit (128
+# per user) a dozen hosts exhaust it and the next host's systemd hangs at boot.
+INOTIFY_MIN = {"max_user_instances": 8192, "max_user_watches": 1048576}
+
+
+def check_inotify(limits: Mapping[str, int]) -> None:
+    """LabError, with the fix, when this machine's inotify limits are below what hosts need."""
+    low = {k: v for k, v in limits.items() if v < INOTIFY_MIN[k]}
+    if low:
+        now = ", ".join(f"fs.inotify.{k}={v}" for k, v in sorted(low.items()))
+        want = " ".join(f"fs.inotify.{k}={INOTIFY_MIN[k]}" for k in sorted(low))
+        raise LabError(
+            f"this machine's inotify limits are too low for systemd test hosts ({now})",
+            fix=f"run ./scripts/engine.sh, or `sysctl -w {want}`",
+        )
+
+
+def inotify_limits(proc: Path = Path("/proc/sys/fs/inotify")) -> dict[str, int]:
+    return {k: int((proc / k).read_text()) for k in INOTIFY_MIN}
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now; the container keeps it for its whole life."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -349,6 +370,7 @@ def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) ->
     profile_src = resolve_profile(profile, REPO_ROOT / "tests" / "lab" / "profiles")
     profile_name = profile_src.stem
     engine.require_engine()
+    check_inotify(inotify_limits())
     paths = lab_paths(lab)
     paths.root.mkdir(parents=True, exist_ok=True)
     image = images.ensure(recipe, REPO_ROOT / ".cache" / "lab", say=say)

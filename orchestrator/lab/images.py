@@ -35,7 +35,8 @@ Description=GPU simulator boot hook (gpuprov lab: the GPUs on this host are simu
 DefaultDependencies=no
 ConditionPathExists=/opt/gpusim/boot
 After=local-fs.target
-Before=sysinit.target ssh.service
+Before=sysinit.target systemd-udevd.service systemd-modules-load.service
+Before=ssh.service docker.service nvidia-persistenced.service nvidia-fabricmanager.service
 
 [Service]
 Type=oneshot

@@ -143,3 +143,19 @@ def test_free_port_is_bindable_on_loopback() -> None:
     port = hosts.free_port()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+
+
+def test_low_inotify_limits_stop_up_with_the_sysctl_fix() -> None:
+    from orchestrator.errors import LabError
+
+    hosts.check_inotify({"max_user_instances": 8192, "max_user_watches": 1048576})
+    with pytest.raises(LabError, match="max_user_instances=128") as err:
+        hosts.check_inotify({"max_user_instances": 128, "max_user_watches": 1048576})
+    assert err.value.fix is not None
+    assert "sysctl -w fs.inotify.max_user_instances=8192" in err.value.fix
+
+
+def test_inotify_limits_are_read_from_proc(tmp_path: Path) -> None:
+    (tmp_path / "max_user_instances").write_text("128\n")
+    (tmp_path / "max_user_watches").write_text("8192\n")
+    assert hosts.inotify_limits(tmp_path) == {"max_user_instances": 128, "max_user_watches": 8192}
