@@ -139,6 +139,7 @@ class Catalog:
     nvswitches: tuple[NvSwitchGeneration, ...]
     branches: tuple[DriverBranch, ...]  # sorted by branch
     cuda_min_driver: Mapping[str, str]
+    cuda_compat_min_driver: Mapping[str, str]  # CUDA major -> minor-version-compat floor
     driver_sources: tuple[DriverSource, ...]
     validation_floor_fraction: float
 
@@ -433,9 +434,9 @@ def parse_catalog(data: object) -> Catalog:
                 )
             seen[device_id] = gpu.sku
     cuda = _Entry(top.data.get("cuda_min_driver"), "cuda_min_driver")
-    cuda_min: dict[str, str] = {}
-    for key in cuda.data:
-        cuda_min[str(key)] = cast(str, cuda.version(key))
+    cuda_min = {str(key): cast(str, cuda.version(key)) for key in cuda.data}
+    compat = _Entry(top.data.get("cuda_compat_min_driver"), "cuda_compat_min_driver")
+    cuda_compat = {str(key): cast(str, compat.version(key)) for key in compat.data}
     fraction = top.number("validation_floor_fraction")
     assert fraction is not None
     if not 0 < fraction <= 1:
@@ -452,6 +453,7 @@ def parse_catalog(data: object) -> Catalog:
         nvswitches=tuple(_nvswitch(s, i) for i, s in enumerate(top.items("nvswitches"))),
         branches=branches,
         cuda_min_driver=cuda_min,
+        cuda_compat_min_driver=cuda_compat,
         driver_sources=tuple(
             _driver_source(s, i) for i, s in enumerate(top.items("driver_sources"))
         ),

@@ -142,16 +142,7 @@ def _flavour(models: Sequence[GpuModel], policy: Policy, notes: _Notes) -> str:
 
 def _too_old(models: Sequence[GpuModel], version: str) -> list[GpuModel]:
     """Models whose minimum driver `version` (a full version or a bare branch) does not meet."""
-    out = []
-    for m in models:
-        if m.min_driver is None:
-            continue
-        if "." in version:
-            if not version_at_least(version, m.min_driver):
-                out.append(m)
-        elif int(version) < branch_of(m.min_driver):
-            out.append(m)
-    return out
+    return [m for m in models if m.min_driver is not None and _below(version, m.min_driver)]
 
 
 def _check_pinned_branch(
@@ -313,6 +304,7 @@ def _driver_role(
                 "Secure Boot is on: modules built by DKMS must be signed with an enrolled key "
                 "(prebuilt signed modules avoid this)"
             )
+    _check_cuda(policy, version or str(choice.branch), catalog, notes)
     fabric_reason = _fabric_reason(facts, nvswitches)
     if fabric and policy.driver_source == "distribution" and facts.os and facts.os.id == "debian":
         notes.warnings.append(
@@ -332,6 +324,43 @@ def _driver_role(
         reason=f"{action}; {fabric_reason}",
         change=not keep,
     )
+
+
+def _below(target: str, minimum: str) -> bool:
+    """`target` (a full version, or a bare branch meaning any release of it) is too old."""
+    if "." in target:
+        return not version_at_least(target, minimum)
+    return int(target) < branch_of(minimum)
+
+
+def _check_cuda(policy: Policy, target: str, catalog: Catalog, notes: _Notes) -> None:
+    """The driver must run the CUDA version the workloads are built with (gpuprov_cuda_version)."""
+    cuda = policy.cuda_version
+    if cuda is None:
+        return
+    full = catalog.cuda_min_driver.get(cuda)
+    floor = catalog.cuda_compat_min_driver.get(cuda.split(".")[0])
+    shown = target if "." in target else f"R{target}"
+    if full is None and floor is None:
+        raise PolicyError(
+            f"gpuprov_cuda_version={cuda} is not in the catalog's CUDA table",
+            host=policy.host,
+            fix="use a version listed under cuda_min_driver in orchestrator/catalog.yaml",
+        )
+    if floor is not None and _below(target, floor):
+        notes.blockers.append(
+            f"driver {shown} cannot run CUDA {cuda} applications (CUDA {cuda.split('.')[0]}.x "
+            f"needs >= {floor}); fix: pin a newer nvidia_driver_branch or source"
+        )
+    elif full is not None and _below(target, full):
+        notes.warnings.append(
+            f"driver {shown} is below CUDA {cuda}'s minimum {full}: CUDA {cuda} applications "
+            "run through minor-version compatibility only"
+        )
+    elif full is not None and "." not in target and int(target) == branch_of(full):
+        notes.warnings.append(
+            f"CUDA {cuda} needs >= {full}: install at least that R{target} release"
+        )
 
 
 def _fabric_reason(facts: HostFacts, nvswitches: int) -> str:

@@ -50,6 +50,7 @@ class Policy:
     validation_nccl: bool = True  # the multi-GPU NCCL all_reduce check is required
     validation_expected_gpus: int | None = None  # None: every GPU on the PCI bus
     validation_runtime: ValidationRuntime = "auto"
+    cuda_version: str | None = None  # CUDA the workloads are built with ("12.8"): driver floor
 
 
 @dataclass
@@ -129,6 +130,14 @@ def _optional_text(value: object) -> str | None:
     raise ValueError(value)
 
 
+def _cuda_version(value: object) -> str | None:
+    if isinstance(value, str) and value.strip() == "":
+        return None
+    if isinstance(value, str) and re.fullmatch(r"\d+\.\d+", value.strip()):
+        return value.strip()
+    raise ValueError(value)  # a float (12.10 would read as 12.1) is refused on purpose
+
+
 def _roles(value: object) -> tuple[str, ...]:
     if not isinstance(value, list | tuple) or not all(v in KNOWN_ROLES for v in value):
         raise ValueError(value)
@@ -202,6 +211,9 @@ def policy_problems(host: str, hostvars: Mapping[str, object]) -> tuple[Policy, 
         validation_nccl=r.get("gpuprov_validation_nccl", True, _bool, "true or false"),
         validation_expected_gpus=r.get(
             "gpuprov_validation_expected_gpus", None, _optional_int, "a GPU count, or 0 for all"
+        ),
+        cuda_version=r.get(
+            "gpuprov_cuda_version", None, _cuda_version, 'a quoted CUDA version such as "12.8"'
         ),
         validation_runtime=cast(
             ValidationRuntime,

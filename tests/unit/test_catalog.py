@@ -112,6 +112,7 @@ def test_branches_and_sources() -> None:
     assert noble is not None and noble.cuda_repo == "ubuntu2404" and noble.any_distribution_branch
     assert cat.cuda_min_driver["13.0"] == "580.65.06"
     assert cat.cuda_min_driver["12.8"] == "570.26"
+    assert cat.cuda_compat_min_driver == {"11": "450", "12": "525", "13": "580"}
 
 
 def test_validation_limits() -> None:

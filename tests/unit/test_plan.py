@@ -397,3 +397,24 @@ def test_distribution_version_pin_must_be_what_the_archive_has() -> None:
     )
     ok = plan(raw, nvidia_driver_source="distribution", nvidia_driver_version="535.261.03")
     assert not ok.blockers
+
+
+def test_cuda_version_floor() -> None:
+    assert not plan(real_raw(), gpuprov_cuda_version="13.0").warnings
+    p5_deb12 = variant({0x2330: 8}, (0x22A3, 4), os_release=DEBIAN_12)
+    p = plan(p5_deb12, nvidia_driver_source="distribution", gpuprov_cuda_version="13.0")
+    assert any(
+        "driver 535.261.03 cannot run CUDA 13.0 applications (CUDA 13.x needs >= 580)" in b
+        for b in p.blockers
+    )
+    p = plan(p5_deb12, nvidia_driver_source="distribution", gpuprov_cuda_version="12.8")
+    assert not p.blockers
+    assert any("below CUDA 12.8's minimum 570.26" in w for w in p.warnings)
+    assert not plan(
+        p5_deb12, nvidia_driver_source="distribution", gpuprov_cuda_version="12.2"
+    ).blockers
+    # a branch-level target (version resolved on the host) equal to the minimum's branch
+    p = plan(variant({0x2330: 8}), nvidia_driver_branch=580, gpuprov_cuda_version="13.0")
+    assert any("CUDA 13.0 needs >= 580.65.06" in w for w in p.warnings)
+    with pytest.raises(PolicyError, match="not in the catalog's CUDA table"):
+        plan(real_raw(), gpuprov_cuda_version="14.0")

@@ -32,7 +32,7 @@ def test_documented_knobs_are_valid_when_uncommented() -> None:
     """Every `# knob: value` example in group_vars/all.yml is a valid setting."""
     lines = GROUP_VARS.read_text().splitlines()
     examples = [ln[2:] for ln in lines if re.match(KNOB_EXAMPLE, ln)]
-    assert len(examples) == 12
+    assert len(examples) == 13
     variables = {**yaml.safe_load(GROUP_VARS.read_text()), **yaml.safe_load("\n".join(examples))}
     policy = load_policy("n1", variables)
     assert policy.driver_branch == 580
@@ -87,6 +87,8 @@ def test_empty_means_automatic() -> None:
         ("nvidia_container_toolkit_default_runtime", "maybe"),
         ("gpuprov_validation_expected_gpus", "eight"),
         ("mig_configs", ["a"]),
+        ("gpuprov_cuda_version", 12.8),
+        ("gpuprov_cuda_version", "12"),
     ],
 )
 def test_wrong_type_names_host_variable_value_and_fix(name: str, value: object) -> None:
