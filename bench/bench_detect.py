@@ -60,7 +60,9 @@ def _timed_call(fn: Callable[[], object]) -> float:
 def _lab_up(lab: str, count: int, profile: str, os_name: str) -> Path:
     argv = [str(BIN / "provision"), "lab", "up", "--name", lab, "--count", str(count)]
     argv += ["--profile", profile, "--os", os_name]
-    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, text=True)
+    done = subprocess.run(argv, cwd=ROOT, check=False, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"lab up with {count} host(s) failed:\n{done.stderr.strip()}")
     base = Path(os.environ.get("GPUPROV_LAB_DIR") or ROOT / ".lab")
     return base / lab / "inventory.ini"
 
@@ -135,7 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for count in (int(c) for c in args.counts.split(",")):
             inventory = _lab_up(args.name, count, args.profile, args.os_name)
             rows.append(measure(inventory, count, args.repeat))
-            print(f"measured {count} host(s)", file=sys.stderr)
+            print(table(rows[-1:]).splitlines()[-3], file=sys.stderr)  # progress: the row
+            if args.json:
+                args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
