@@ -1,0 +1,100 @@
+"""Converge roles on a lab's hosts with ansible-playbook, the way the lab tests need it:
+the test-double repository served on the lab's network, its policy as extra variables, and
+the PLAY RECAP parsed per host."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from aptrepo.policy import lab_policy
+from aptrepo.serve import ensure_served
+
+REPO = Path(__file__).resolve().parents[3]
+STATE_DIR = REPO / ".lab" / ".aptrepo"
+RECAP = re.compile(
+    r"^(?P<host>\S+)\s+: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
+    r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)",
+    re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class HostRecap:
+    ok: int
+    changed: int
+    unreachable: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    recap: Mapping[str, HostRecap]
+    output: str
+    seconds: float
+
+    def changed(self) -> dict[str, int]:
+        return {host: r.changed for host, r in self.recap.items()}
+
+
+def lab_repo_vars(lab_name: str) -> dict[str, object]:
+    """Serve the test doubles on the lab's Docker network; the policy that points at them."""
+    return lab_policy(ensure_served(STATE_DIR, network=f"gpuprov-lab-{lab_name}"))
+
+
+def parse_recap(output: str) -> dict[str, HostRecap]:
+    tail = output[output.rfind("PLAY RECAP") :]
+    return {
+        m["host"]: HostRecap(
+            int(m["ok"]), int(m["changed"]), int(m["unreachable"]), int(m["failed"])
+        )
+        for m in RECAP.finditer(tail)
+    }
+
+
+def converge(
+    inventory: Path,
+    roles: Sequence[str],
+    extra_vars: Mapping[str, object],
+    workdir: Path,
+    *,
+    check: bool = False,
+    limit: str | None = None,
+    timeout: float = 1800,
+) -> Run:
+    """Apply `roles` (in order) to the inventory's gpu_nodes; return the parsed result."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    playbook = workdir / "converge.yml"
+    play = [{"name": "Converge", "hosts": "gpu_nodes", "gather_facts": True, "roles": list(roles)}]
+    playbook.write_text(json.dumps(play))
+    variables = workdir / "vars.json"
+    variables.write_text(json.dumps(dict(extra_vars)))
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory)]
+    argv += ["-e", f"@{variables}", str(playbook)]
+    argv += ["--check", "--diff"] if check else []
+    argv += ["--limit", limit] if limit else []
+    start = time.monotonic()
+    done = subprocess.run(
+        argv,
+        cwd=REPO,
+        env={**_env(), "ANSIBLE_ROLES_PATH": str(REPO / "roles")},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    return Run(done.returncode, parse_recap(output), output, time.monotonic() - start)
+
+
+def _env() -> dict[str, str]:
+    # The caller's ANSIBLE_* settings would change what is tested; ansible.cfg applies.
+    return {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}

@@ -1,0 +1,177 @@
+"""The docker role on the lab's Debian 12 and 13 hosts (Debian's docker.io, for real):
+converge, idempotence, check mode, daemon.json merged without losing keys we do not own, an
+invalid daemon.json refused before any change, and a container from an image built on the
+host (no registry).
+
+Runs on the session lab (`lab` fixture); GPUPROV_TEST_LAB=<name> runs it on an already
+running lab instead (`provision lab up --name <name> ...`), which it leaves running."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.lab.running import RunningLab, attach
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from aptrepo.converge import Run, converge, lab_repo_vars
+
+pytestmark = pytest.mark.lab
+
+DAEMON_JSON = "/etc/docker/daemon.json"
+ROLES = ("docker",)
+
+
+@pytest.fixture(scope="module")
+def runtime_lab(request: pytest.FixtureRequest) -> RunningLab:
+    name = os.environ.get("GPUPROV_TEST_LAB")
+    if name:
+        return attach(name, "p5.48xlarge")
+    lab: RunningLab = request.getfixturevalue("lab")
+    return lab
+
+
+@pytest.fixture(scope="module")
+def policy(runtime_lab: RunningLab) -> dict[str, object]:
+    return lab_repo_vars(runtime_lab.name)
+
+
+@pytest.fixture(scope="module")
+def converged(
+    runtime_lab: RunningLab, policy: dict[str, object], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Run, Run]:
+    work = tmp_path_factory.mktemp("docker")
+    first = converge(runtime_lab.inventory, ROLES, policy, work / "first")
+    second = converge(runtime_lab.inventory, ROLES, policy, work / "second")
+    return first, second
+
+
+def sh(lab: RunningLab, host: str, command: str) -> str:
+    done = lab.ssh(host, command, timeout=600)
+    assert done.returncode == 0, f"{host}: {command}: {done.stderr or done.stdout}"
+    return done.stdout
+
+
+def write_file(lab: RunningLab, host: str, path: str, text: str) -> None:
+    encoded = base64.b64encode(text.encode()).decode()
+    sh(lab, host, f"echo {encoded} | base64 -d > {path}")
+
+
+def daemon_json(lab: RunningLab, host: str) -> dict[str, object]:
+    data = json.loads(sh(lab, host, f"cat {DAEMON_JSON}"))
+    assert isinstance(data, dict)
+    return data
+
+
+def test_converges_on_debian_12_and_13(runtime_lab: RunningLab, converged: tuple[Run, Run]) -> None:
+    first, _ = converged
+    assert first.returncode == 0, first.output[-3000:]
+    assert set(first.recap) == set(runtime_lab.hosts)
+    assert {runtime_lab.host_os[h] for h in first.recap} == {"debian12", "debian13"}
+
+
+def test_second_converge_changes_nothing(converged: tuple[Run, Run]) -> None:
+    _, second = converged
+    assert second.returncode == 0, second.output[-3000:]
+    assert set(second.changed().values()) == {0}, second.output[-3000:]
+
+
+def test_check_mode_changes_nothing(
+    runtime_lab: RunningLab,
+    policy: dict[str, object],
+    converged: tuple[Run, Run],
+    tmp_path: Path,
+) -> None:
+    before = {h: sh(runtime_lab, h, f"sha256sum {DAEMON_JSON}") for h in runtime_lab.hosts}
+    run = converge(runtime_lab.inventory, ROLES, policy, tmp_path, check=True)
+    assert run.returncode == 0, run.output[-3000:]
+    assert set(run.changed().values()) == {0}, run.output[-3000:]
+    assert before == {h: sh(runtime_lab, h, f"sha256sum {DAEMON_JSON}") for h in runtime_lab.hosts}
+
+
+def test_engine_is_held_and_runs_with_the_policy(
+    runtime_lab: RunningLab, converged: tuple[Run, Run]
+) -> None:
+    for host in runtime_lab.hosts:
+        assert "docker.io" in sh(runtime_lab, host, "apt-mark showhold").split()
+        assert sh(runtime_lab, host, "systemctl is-enabled docker").strip() == "enabled"
+        info = json.loads(sh(runtime_lab, host, "docker info --format '{{json .}}'"))
+        assert info["LoggingDriver"] == "json-file"
+        assert info["LiveRestoreEnabled"] is True
+        data = daemon_json(runtime_lab, host)
+        assert data["default-shm-size"] == "1G"
+        assert data["log-opts"] == {"max-size": "100m", "max-file": "3"}
+
+
+def test_keys_we_do_not_own_survive_and_owned_keys_are_restored(
+    runtime_lab: RunningLab, policy: dict[str, object], converged: tuple[Run, Run], tmp_path: Path
+) -> None:
+    host = runtime_lab.host_for("debian12")
+    data = daemon_json(runtime_lab, host)
+    # An operator adds a key of their own and flips one the role owns.
+    data["labels"] = ["gpuprov-test=keep-me"]
+    data["live-restore"] = False
+    write_file(runtime_lab, host, DAEMON_JSON, json.dumps(data))
+    run = converge(runtime_lab.inventory, ROLES, policy, tmp_path, limit=host)
+    assert run.returncode == 0, run.output[-3000:]
+    assert run.recap[host].changed >= 1
+    assert "RUNNING HANDLER [docker : Restart docker]" in run.output
+    after = daemon_json(runtime_lab, host)
+    assert after["labels"] == ["gpuprov-test=keep-me"]
+    assert after["live-restore"] is True
+    # The restarted engine reads both.
+    info = json.loads(sh(runtime_lab, host, "docker info --format '{{json .}}'"))
+    assert "gpuprov-test=keep-me" in info["Labels"]
+    assert info["LiveRestoreEnabled"] is True
+
+
+def test_invalid_daemon_json_stops_before_any_change(
+    runtime_lab: RunningLab, policy: dict[str, object], converged: tuple[Run, Run], tmp_path: Path
+) -> None:
+    host = runtime_lab.host_for("debian13")
+    original = sh(runtime_lab, host, f"cat {DAEMON_JSON}")
+    since = sh(runtime_lab, host, "systemctl show -P ActiveEnterTimestamp docker")
+    broken = '{"log-driver": "json-file",,}'
+    write_file(runtime_lab, host, DAEMON_JSON, broken)
+    try:
+        run = converge(runtime_lab.inventory, ROLES, policy, tmp_path, limit=host)
+        assert run.returncode != 0
+        assert run.recap[host].failed == 1
+        assert run.recap[host].changed == 0
+        assert f"{DAEMON_JSON} is not valid JSON" in run.output
+        assert "Expecting property name enclosed in double quotes" in run.output
+        assert sh(runtime_lab, host, f"cat {DAEMON_JSON}") == broken
+        assert sh(runtime_lab, host, "systemctl show -P ActiveEnterTimestamp docker") == since
+    finally:
+        write_file(runtime_lab, host, DAEMON_JSON, original)
+
+
+def test_a_container_from_an_image_built_on_the_host_runs(
+    runtime_lab: RunningLab, converged: tuple[Run, Run]
+) -> None:
+    for host in runtime_lab.hosts:
+        out = sh(runtime_lab, host, BUILD_AND_RUN.format(tag="gpuprov-test/tiny:1", runtime="runc"))
+        assert out.strip().splitlines()[-1] == "hello from a locally built image"
+
+
+# A one-binary rootfs (static busybox from Debian's archive), built into an image with a
+# Dockerfile FROM scratch: nothing comes from a registry. No network: a nested Docker 26
+# (Debian 13) cannot configure IPv6 on the container interface inside a lab host.
+BUILD_AND_RUN = """set -e
+export DEBIAN_FRONTEND=noninteractive
+command -v busybox >/dev/null || apt-get install -y -q busybox-static >/dev/null
+ctx=$(mktemp -d)
+mkdir -p "$ctx/rootfs/bin"
+cp "$(command -v busybox)" "$ctx/rootfs/bin/busybox"
+tar -C "$ctx/rootfs" -cf "$ctx/rootfs.tar" .
+printf '%s\\n' 'FROM scratch' 'ADD rootfs.tar /' 'CMD ["/bin/busybox"]' >"$ctx/Dockerfile"
+DOCKER_BUILDKIT=0 docker build -q -t {tag} "$ctx" >/dev/null
+rm -rf "$ctx"
+docker run --rm --network none --runtime={runtime} {tag} \\
+  /bin/busybox echo hello from a locally built image
+"""
