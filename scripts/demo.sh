@@ -19,6 +19,8 @@ for arg in "$@"; do
 done
 
 venv=${VENV:-.venv}
+# The closing table is wide; logs (no terminal) would otherwise wrap it at 80 columns.
+export COLUMNS=${COLUMNS:-140}
 provision="$venv/bin/provision"
 lab=${GPUPROV_LAB:-gpuprov}
 inventory=".lab/$lab/inventory.ini"
