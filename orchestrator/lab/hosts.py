@@ -439,7 +439,7 @@ def down(lab: str) -> Removed:
     if nets:
         engine.docker(["network", "rm", *nets])
     shutil.rmtree(lab_paths(lab).root, ignore_errors=True)
-    _forget_facts(to_lab_host(c).name for c in found)
+    forget_facts((to_lab_host(c).name for c in found), REPO_ROOT / ".cache" / "facts")
     if not engine.containers({LAB_LABEL: ""}):
         doubles.stop(APTREPO_DIR, _aptrepo_state())  # the last lab is gone
     return Removed(names, vols, nets)
@@ -450,11 +450,19 @@ def _aptrepo_state() -> Path:
     return lab_paths(".aptrepo").root
 
 
-def _forget_facts(hosts: Iterable[str]) -> None:
-    """A new host of the same name must not inherit the old one's cached facts."""
-    cache = REPO_ROOT / ".cache" / "facts"
-    for host in hosts:
-        (cache / host).unlink(missing_ok=True)
+def forget_facts(hosts: Iterable[str], cache: Path) -> list[Path]:
+    """Drop the hosts' cached Ansible facts: a new host of the same name must not inherit
+    the old one's. ansible-core 2.19's jsonfile cache names files `s1_<host>` (a format
+    prefix), older ones `<host>`; lab host names hold no `_`, so the match is exact."""
+    names = set(hosts)
+    gone = [
+        path
+        for path in (cache.iterdir() if cache.is_dir() else [])
+        if path.name in names or path.name.rpartition("_")[2] in names
+    ]
+    for path in gone:
+        path.unlink(missing_ok=True)
+    return gone
 
 
 def render_status(lab: str, hosts: Sequence[LabHost]) -> str:

@@ -159,3 +159,12 @@ def test_inotify_limits_are_read_from_proc(tmp_path: Path) -> None:
     (tmp_path / "max_user_instances").write_text("128\n")
     (tmp_path / "max_user_watches").write_text("8192\n")
     assert hosts.inotify_limits(tmp_path) == {"max_user_instances": 128, "max_user_watches": 8192}
+
+
+def test_down_forgets_exactly_its_hosts_cached_facts(tmp_path: Path) -> None:
+    for name in ("s1_lab-deb12-1", "lab-deb12-2", "s1_other-lab-deb12-1", "s1_xlab-deb12-1"):
+        (tmp_path / name).write_text("{}")
+    gone = hosts.forget_facts(["lab-deb12-1", "lab-deb12-2"], tmp_path)
+    assert sorted(p.name for p in gone) == ["lab-deb12-2", "s1_lab-deb12-1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s1_other-lab-deb12-1", "s1_xlab-deb12-1"]
+    assert hosts.forget_facts(["lab-deb12-1"], tmp_path / "absent") == []
