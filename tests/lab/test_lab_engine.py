@@ -153,6 +153,25 @@ def test_up_is_idempotent_and_down_leaves_nothing(
     port = hosts.status(name)[0].port
     assert hosts.up(name, "l40s", 1, "debian12", say=lambda _: None) == first
     assert [(h.port, h.state) for h in hosts.status(name)] == [(port, "running")]
+    facts = subprocess.run(
+        [
+            str(BIN / "ansible"),
+            "-i",
+            str(first),
+            "lab",
+            "-m",
+            "ansible.builtin.setup",
+            "-a",
+            "filter=ansible_hostname",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert facts.returncode == 0, facts.stdout + facts.stderr
+    cache = REPO / ".cache" / "facts"
+    assert [p for p in cache.iterdir() if p.name.endswith(f"{name}-deb12-1")]
     removed = hosts.down(name)
     assert len(removed.containers) == 1 and len(removed.volumes) == 2
     assert len(removed.networks) == 1
@@ -160,6 +179,7 @@ def test_up_is_idempotent_and_down_leaves_nothing(
     assert engine.volumes(labels) == []
     assert engine.networks(labels) == []
     assert not hosts.lab_paths(name).root.exists()
+    assert not [p for p in cache.iterdir() if p.name.endswith(f"{name}-deb12-1")]
 
 
 def test_port_taken_between_probe_and_start_is_retried(
