@@ -45,20 +45,37 @@ emit() {
 cap() {
     name=$1
     shift
-    out=$("$@" 2>&1; rc=$?; printf x; exit "$rc")
+    out=$("$@" </dev/null 2>&1; rc=$?; printf x; exit "$rc")
     rc=$?
     out=${out%x}
     emit "$name" "$rc"
 }
 
+# (stdin is /dev/null: this script itself arrives on stdin and must not be eaten.)
+
 # capo NAME CMD...: stdout only (CSV and JSON must not be mixed with warnings).
 capo() {
     name=$1
     shift
-    out=$("$@" 2>/dev/null; rc=$?; printf x; exit "$rc")
+    out=$("$@" </dev/null 2>/dev/null; rc=$?; printf x; exit "$rc")
     rc=$?
     out=${out%x}
     emit "$name" "$rc"
+}
+
+# bg CAPTURE...: run a capture in the background, its output kept in a numbered file and
+# printed after `wait` (slow tools -- nvidia-smi without persistence mode, dmesg -- overlap
+# instead of adding up). Without mktemp, it runs in the foreground.
+TMP=$(mktemp -d 2>/dev/null) || TMP=
+[ -n "$TMP" ] && trap 'rm -rf "$TMP"' EXIT
+seq=0
+bg() {
+    seq=$((seq + 1))
+    if [ -n "$TMP" ]; then
+        "$@" >"$TMP/$(printf '%03d' "$seq")" &
+    else
+        "$@"
+    fi
 }
 
 # rd FILE: first line of a sysfs attribute into $v, empty when unreadable (no fork).
@@ -189,39 +206,45 @@ cap sysfs-pci-devices.txt pci_devices
 [ -r /proc/driver/nvidia/version ] && cap proc-driver-nvidia-version.txt cat /proc/driver/nvidia/version
 [ -d /proc/driver/nvidia/gpus ] && cap proc-driver-nvidia-gpus-information.txt gpus_information
 cap lsmod.txt cat /proc/modules
-cap dmesg-nvidia.txt kernel_log
+bg cap dmesg-nvidia.txt kernel_log
 
 if have nvidia-smi; then
-    cap nvidia-smi.txt smi
-    cap nvidia-smi-L.txt smi -L
-    cap nvidia-smi-version.txt smi --version
-    capo nvidia-smi-query-gpu.csv query_gpu
-    cap nvidia-smi-q.txt smi -q
-    cap nvidia-smi-topo-m.txt smi topo -m
-    cap nvidia-smi-nvlink-s.txt smi nvlink -s
-    cap nvidia-smi-nvlink-e.txt smi nvlink -e
-    cap nvidia-smi-mig-lgip.txt smi mig -lgip
-    cap nvidia-smi-mig-lgipp.txt smi mig -lgipp
-    cap nvidia-smi-mig-lgi.txt smi mig -lgi
-    cap nvidia-smi-mig-lcip.txt smi mig -lcip
-    cap nvidia-smi-mig-lci.txt smi mig -lci
+    bg cap nvidia-smi.txt smi
+    bg cap nvidia-smi-L.txt smi -L
+    bg cap nvidia-smi-version.txt smi --version
+    bg capo nvidia-smi-query-gpu.csv query_gpu
+    bg cap nvidia-smi-q.txt smi -q
+    bg cap nvidia-smi-topo-m.txt smi topo -m
+    bg cap nvidia-smi-nvlink-s.txt smi nvlink -s
+    bg cap nvidia-smi-nvlink-e.txt smi nvlink -e
+    bg cap nvidia-smi-mig-lgip.txt smi mig -lgip
+    bg cap nvidia-smi-mig-lgipp.txt smi mig -lgipp
+    bg cap nvidia-smi-mig-lgi.txt smi mig -lgi
+    bg cap nvidia-smi-mig-lcip.txt smi mig -lcip
+    bg cap nvidia-smi-mig-lci.txt smi mig -lci
 fi
 
 if have dpkg-query; then
-    capo dpkg-query.txt dpkg-query -W \
+    bg capo dpkg-query.txt dpkg-query -W \
         -f='${binary:Package}\t${Version}\t${db:Status-Want}\t${db:Status-Status}\n' \
         'nvidia*' 'libnvidia*' 'cuda*' 'linux-modules-nvidia*' 'datacenter-gpu-manager*' \
         'docker*' 'containerd*' 'moby*' 'runc'
 elif have rpm; then
-    capo rpm-qa.txt rpm_packages
+    bg capo rpm-qa.txt rpm_packages
 fi
-have systemctl && cap systemctl-is-active.txt services
-have docker && capo docker-info.txt docker info --format '{{json .}}'
+have systemctl && bg cap systemctl-is-active.txt services
+have docker && bg capo docker-info.txt docker info --format '{{json .}}'
 [ -f /etc/docker/daemon.json ] && cap docker-daemon-json.txt cat /etc/docker/daemon.json
 if [ -d /etc/cdi ] || [ -d /var/run/cdi ]; then
     cap cdi-specs.txt cdi_specs
 fi
-have nvidia-ctk && cap nvidia-ctk-version.txt nvidia-ctk --version
+have nvidia-ctk && bg cap nvidia-ctk-version.txt nvidia-ctk --version
 [ -f /etc/gpusim/profile.yaml ] && cap gpusim.txt cat /etc/gpusim/profile.yaml
 
+wait
+if [ -n "$TMP" ]; then
+    for f in "$TMP"/*; do
+        [ -f "$f" ] && cat "$f"
+    done
+fi
 printf '%s done\n' "$M"
