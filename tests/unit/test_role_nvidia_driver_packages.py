@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
+# Local fake hosts run modules with this interpreter (no discovery on the control machine).
+_LOCAL = f"ansible_connection=local ansible_python_interpreter={sys.executable}"
 
 KERNEL = "6.8.0-1024-aws"
 
@@ -176,9 +179,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = work / "out"
     out.mkdir()
     inventory = work / "inventory.ini"
-    inventory.write_text(
-        "".join(f"{case} ansible_connection=local\n" for case in CASES), encoding="utf-8"
-    )
+    inventory.write_text("".join(f"{case} {_LOCAL}\n" for case in CASES), encoding="utf-8")
     playbook = work / "render.yml"
     playbook.write_text(yaml.safe_dump(_playbook(out), sort_keys=False), encoding="utf-8")
     env = {

@@ -1,0 +1,332 @@
+"""Lab tests of the nvidia_driver role on the session lab's Debian 12 and Debian 13 hosts.
+
+What is real here: Debian's driver packages from Debian's archive, the DKMS build of the
+kernel module against Debian's kernel headers, apt pins and holds, the nouveau blacklist, the
+systemd units, and the fabric manager / nscq packages (signed test doubles from
+tests/lab/aptrepo). What is simulated (gpusim): the GPUs, the kernel release the host
+presents (the uname shim), loading the built module, nvidia-smi and the fabric state.
+
+The plan (branch, exact version, flavour, source, fabric manager) comes from
+`provision plan --json` on the lab, not from literals. The first converge runs DKMS twice
+(two hosts) on this machine's cores: expect 15-25 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import testinfra
+
+from orchestrator.lab.running import RunningLab
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = REPO / ".venv" / "bin"
+STATE_FILE = "/var/lib/gpuprov/nvidia_driver.json"
+REBOOT_FILE = "/var/lib/gpuprov/reboot-required"
+OSES = ("debian12", "debian13")
+
+# Simulator preparation, not part of the role: present the kernel of the suite's point
+# release (linux-headers-amd64 from "<codename>/main"), whose headers the archive carries.
+# Debian 12's packaged open driver (535.261.03) does not build against bookworm-security's
+# kernel 6.1.192 (pci_resize_resource gained an argument; seen in this lab's DKMS log), so
+# the host runs the point release's kernel, as a real bookworm host that installed 12.x did.
+SIMULATOR_KERNEL = r"""set -eu
+apt-get update -qq
+codename=$(. /etc/os-release; echo "$VERSION_CODENAME")
+ver=$(apt-cache madison linux-headers-amd64 \
+  | awk -F'|' -v s=" $codename/main " 'index($3, s) {gsub(/ /, "", $2); print $2; exit}')
+abi=$(apt-cache show "linux-headers-amd64=$ver" \
+  | sed -n 's/^Depends: linux-headers-\([^ ,]*\).*/\1/p' | head -n 1)
+gpusim kernel "$abi" >/dev/null
+uname -r
+"""
+
+# Role variables the plan sets, and the lab's test-double repository for NVIDIA packages.
+CONVERGE = """\
+- name: Converge the NVIDIA driver from the plan
+  hosts: gpu_nodes
+  gather_facts: true
+  become: true
+  vars:
+    __plan: "{{ nvidia_driver_plan[inventory_hostname] }}"
+    nvidia_driver_branch: "{{ __plan.nvidia_driver_branch }}"
+    nvidia_driver_version: "{{ __plan.nvidia_driver_version }}"
+    nvidia_driver_flavour: "{{ __plan.nvidia_driver_flavour }}"
+    nvidia_driver_source: "{{ __plan.nvidia_driver_source }}"
+    nvidia_driver_fabricmanager: "{{ __plan.nvidia_driver_fabricmanager }}"
+    nvidia_driver_reboot: "{{ __plan.nvidia_driver_reboot }}"
+    nvidia_driver_cuda_repo_url: "{{ gpuprov_lab_cuda_repo_url }}/"
+    nvidia_driver_cuda_repo_key: "{{ gpuprov_lab_repo_key_url }}"
+  roles:
+    - role: nvidia_driver
+"""
+
+_RECAP = re.compile(
+    r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
+    r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)",
+    re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class PlaybookRun:
+    rc: int
+    output: str
+    seconds: float
+
+    @property
+    def recap(self) -> dict[str, dict[str, int]]:
+        return {
+            m["host"]: {k: int(m[k]) for k in ("ok", "changed", "unreachable", "failed")}
+            for m in _RECAP.finditer(self.output)
+        }
+
+
+@dataclass(frozen=True)
+class Converged:
+    lab: RunningLab
+    plan: Mapping[str, Mapping[str, Any]]
+    workdir: Path
+    first: PlaybookRun
+    second: PlaybookRun
+    check: PlaybookRun
+
+    def playbook(self, *args: str) -> PlaybookRun:
+        return run_playbook(self.lab, self.workdir, *args)
+
+
+def run_playbook(lab: RunningLab, workdir: Path, *args: str) -> PlaybookRun:
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+    start = time.monotonic()
+    proc = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(lab.inventory), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
+    return PlaybookRun(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start)
+
+
+def _plan(lab: RunningLab) -> dict[str, dict[str, Any]]:
+    proc = subprocess.run(
+        [str(BIN / "provision"), "plan", "-i", str(lab.inventory), "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    hosts: dict[str, Any] = json.loads(proc.stdout)["hosts"]
+    return {
+        name: next(r["vars"] for r in host["roles"] if r["name"] == "nvidia_driver")
+        for name, host in hosts.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def converged(lab: RunningLab, tmp_path_factory: pytest.TempPathFactory) -> Converged:
+    for name in lab.hosts:
+        done = lab.ssh(name, SIMULATOR_KERNEL, timeout=600)
+        assert done.returncode == 0, f"{name}: {done.stderr}"
+    plan = _plan(lab)
+    workdir = tmp_path_factory.mktemp("nvidia_driver")
+    (workdir / "converge.yml").write_text(CONVERGE, encoding="utf-8")
+    (workdir / "plan.json").write_text(json.dumps({"nvidia_driver_plan": plan}), encoding="utf-8")
+    args = (str(workdir / "converge.yml"), "-e", f"@{workdir / 'plan.json'}")
+    first = run_playbook(lab, workdir, *args)
+    assert first.rc == 0, first.output[-6000:]
+    second = run_playbook(lab, workdir, *args)
+    check = run_playbook(lab, workdir, *args, "--check", "--diff")
+    return Converged(lab, plan, workdir, first, second, check)
+
+
+@pytest.fixture(params=OSES)
+def node(request: pytest.FixtureRequest, converged: Converged) -> Iterator[tuple[Any, str]]:
+    """A testinfra host on the lab's host of that OS, and its name."""
+    name = converged.lab.host_for(request.param)
+    inventory = converged.lab.inventory
+    yield testinfra.get_host(f"ansible://{name}?ansible_inventory={inventory}"), name
+
+
+def _record(host: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(host.file(STATE_FILE).content_string)
+    return data
+
+
+def test_first_converge_installs_on_every_host(converged: Converged) -> None:
+    recap = converged.first.recap
+    assert sorted(recap) == sorted(converged.lab.hosts)
+    for host, counts in recap.items():
+        assert counts["failed"] == 0 and counts["unreachable"] == 0, host
+        assert counts["changed"] > 0, host
+
+
+def test_second_converge_changes_nothing(converged: Converged) -> None:
+    assert converged.second.rc == 0, converged.second.output[-4000:]
+    for host, counts in converged.second.recap.items():
+        assert counts["changed"] == 0, f"{host}: {converged.second.output[-4000:]}"
+
+
+def test_check_mode_changes_nothing(converged: Converged) -> None:
+    assert converged.check.rc == 0, converged.check.output[-4000:]
+    for host, counts in converged.check.recap.items():
+        assert counts["changed"] == 0, f"{host}: {converged.check.output[-4000:]}"
+
+
+def test_packages_at_the_planned_version_and_held(
+    converged: Converged, node: tuple[Any, str]
+) -> None:
+    host, name = node
+    plan = converged.plan[name]
+    record = _record(host)
+    assert record["version"] == plan["nvidia_driver_version"]
+    assert record["flavour"] == plan["nvidia_driver_flavour"]
+    branch = plan["nvidia_driver_branch"]
+    held = set(record["held"])
+    if plan["nvidia_driver_fabricmanager"]:
+        assert {f"nvidia-fabricmanager-{branch}", f"libnvidia-nscq-{branch}"} <= held
+    shown = set(host.check_output("apt-mark showhold").split())
+    assert held <= shown, f"not held: {sorted(held - shown)}"
+    exact = [p for p in record["held"] if p not in ("nvidia-persistenced", "nvidia-modprobe")]
+    for package in exact:
+        pkg = host.package(package)
+        assert pkg.is_installed, package
+        assert pkg.version.split("-")[0] == plan["nvidia_driver_version"], (package, pkg.version)
+    pin = host.file("/etc/apt/preferences.d/gpuprov-nvidia-driver.pref")
+    assert f"Pin: version {plan['nvidia_driver_version']}-*" in pin.content_string
+
+
+def test_dkms_module_matches_the_installed_headers(
+    converged: Converged, node: tuple[Any, str]
+) -> None:
+    host, name = node
+    version = converged.plan[name]["nvidia_driver_version"]
+    kernel = host.check_output("uname -r")
+    assert host.package(f"linux-headers-{kernel}").is_installed
+    status = host.check_output("dkms status -k %s", kernel)
+    assert re.search(rf"/{re.escape(version)}, {re.escape(kernel)}, x86_64: installed", status)
+    modules = host.check_output(
+        "find /lib/modules/%s -name 'nvidia*.ko*' -path '*dkms*'", kernel
+    ).split()
+    assert modules, f"no DKMS-built nvidia module under /lib/modules/{kernel}"
+    utsrelease = f"/lib/modules/{kernel}/build/include/generated/utsrelease.h"
+    uts = host.check_output("sed -n 's/.*UTS_RELEASE \"\\(.*\\)\"/\\1/p' %s", utsrelease)
+    assert uts == kernel
+    for module in modules:
+        vermagic = host.check_output("modinfo -F vermagic %s", module).split()[0]
+        assert vermagic == uts, module
+        assert host.check_output("modinfo -F version %s", module) == version, module
+
+
+def test_nouveau_blacklisted(node: tuple[Any, str]) -> None:
+    host, _ = node
+    conf = host.file("/etc/modprobe.d/gpuprov-blacklist-nouveau.conf")
+    assert conf.mode == 0o644
+    assert "blacklist nouveau" in conf.content_string.splitlines()
+
+
+def test_services_enabled_and_running(converged: Converged, node: tuple[Any, str]) -> None:
+    host, name = node
+    units = ["nvidia-persistenced"]
+    if converged.plan[name]["nvidia_driver_fabricmanager"]:
+        units.append("nvidia-fabricmanager")
+    for unit in units:
+        service = host.service(unit)
+        assert service.is_enabled and service.is_running, unit
+
+
+def test_driver_loaded_and_fabric_completed(converged: Converged, node: tuple[Any, str]) -> None:
+    """Simulated: gpusim loads the module DKMS built and reports the fabric state."""
+    host, name = node
+    plan = converged.plan[name]
+    loaded = host.file("/proc/driver/nvidia/version").content_string
+    assert f" {plan['nvidia_driver_version']} " in loaded
+    assert ("Open Kernel Module" in loaded) == (plan["nvidia_driver_flavour"] == "open")
+    states = re.findall(r"\n\s+Fabric\s*\n\s+State\s+:\s+(.+)", host.check_output("nvidia-smi -q"))
+    assert states and set(states) == {"Completed"}
+    assert not host.file(REBOOT_FILE).exists
+
+
+def test_unavailable_version_fails_before_any_change(converged: Converged) -> None:
+    name = converged.lab.host_for("debian12")
+    plan = converged.plan[name]
+    wanted = f"{plan['nvidia_driver_branch']}.999.99"
+    run = converged.playbook(
+        str(converged.workdir / "converge.yml"),
+        "-e",
+        f"@{converged.workdir / 'plan.json'}",
+        "-e",
+        f"nvidia_driver_version={wanted}",
+        "--limit",
+        name,
+    )
+    assert run.rc != 0
+    assert f"do not offer driver {wanted}; available: {plan['nvidia_driver_version']}" in run.output
+    assert "Nothing was changed" in run.output
+    assert run.recap[name]["changed"] == 0
+
+
+def test_preinstalled_driver_is_left_untouched(converged: Converged) -> None:
+    """playbooks/check-driver.yml, as on the real H200 machine: a loaded driver the role did
+    not install satisfies the plan, so the role plans no change and refreshes no index."""
+    name = converged.lab.host_for("debian13")
+    branch = converged.plan[name]["nvidia_driver_branch"]
+    lab = converged.lab
+    assert lab.ssh(name, f"mv {STATE_FILE} {STATE_FILE}.away").returncode == 0
+    try:
+        run = converged.playbook(
+            str(REPO / "playbooks" / "check-driver.yml"),
+            "--check",
+            "--limit",
+            name,
+            "-e",
+            f"nvidia_driver_branch={branch}",
+        )
+    finally:
+        lab.ssh(name, f"mv {STATE_FILE}.away {STATE_FILE}")
+    assert run.rc == 0, run.output[-4000:]
+    assert run.recap[name]["changed"] == 0
+    assert "no package change" in run.output
+    assert "Refresh the package index" not in run.output
+
+
+def test_reboot_forbidden_is_recorded_then_cleared(converged: Converged) -> None:
+    """A newer installed kernel than the running one means the driver must not be loaded
+    into the outgoing kernel: with nvidia_driver_reboot=forbid the role records why."""
+    name = converged.lab.host_for("debian13")
+    lab = converged.lab
+    args = (str(converged.workdir / "converge.yml"), "-e", f"@{converged.workdir / 'plan.json'}")
+    newer = "/boot/vmlinuz-99.0.0-1-amd64"
+    unload = (
+        "systemctl stop nvidia-fabricmanager nvidia-persistenced && modprobe -r nvidia_uvm nvidia"
+    )
+    assert lab.ssh(name, f"{unload} && touch {newer}").returncode == 0
+    try:
+        pending = converged.playbook(*args, "--limit", name)
+        reasons = lab.ssh(name, f"cat {REBOOT_FILE}").stdout
+    finally:
+        lab.ssh(name, f"rm -f {newer}")
+    assert pending.rc == 0, pending.output[-4000:]
+    assert "REBOOT REQUIRED" in pending.output
+    kernel = lab.ssh(name, "uname -r").stdout.strip()
+    assert f"kernel changed: running {kernel}, newest installed 99.0.0-1-amd64" in reasons
+    cleared = converged.playbook(*args, "--limit", name)
+    assert cleared.rc == 0, cleared.output[-4000:]
+    assert lab.ssh(name, f"test ! -e {REBOOT_FILE}").returncode == 0
+    version = converged.plan[name]["nvidia_driver_version"]
+    assert version in lab.ssh(name, "cat /proc/driver/nvidia/version").stdout
