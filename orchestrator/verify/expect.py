@@ -9,6 +9,8 @@ from typing import Any
 from orchestrator.errors import PolicyError
 
 DEFAULT_ROLES = ("nvidia_driver", "docker", "nvidia_container_toolkit")
+# roles/nvidia_driver/defaults/main.yml: nvidia_driver_state_file
+DEFAULT_DRIVER_STATE_FILE = "/var/lib/gpuprov/nvidia_driver.json"
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,7 @@ class Expectation:
     driver_flavour: str | None  # "open" | "proprietary" | None (not decided by the plan)
     fabricmanager: bool | None  # None: unknown (no plan), so the test only checks coherence
     persistenced: bool
+    driver_state_file: str  # the role's record of what it installed and held
     toolkit_version: str | None
     cdi_spec: str
     daemon_json: str
@@ -87,6 +90,7 @@ def expectation_from_vars(host: str, variables: Mapping[str, Any]) -> Expectatio
             host, "nvidia_driver_fabricmanager", variables.get("nvidia_driver_fabricmanager")
         ),
         persistenced=bool(variables.get("nvidia_driver_persistenced", True)),
+        driver_state_file=str(variables.get("nvidia_driver_state_file", DEFAULT_DRIVER_STATE_FILE)),
         toolkit_version=_str_or_none(
             host,
             "nvidia_container_toolkit_version",

@@ -16,6 +16,7 @@ from orchestrator.errors import HostError
 from orchestrator.validate.result import CheckResult, Status
 
 SUITE = Path(__file__).resolve().parent / "suite"
+MAX_WORKERS = 16
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,13 @@ class VerifyRun:
     results: Mapping[str, tuple[CheckResult, ...]]
     junit: Path
     returncode: int
+
+
+def workers_for(host_count: int, cpus: int | None = None) -> int:
+    """pytest-xdist workers for `host_count` hosts: one per host, at most two per CPU (the
+    checks wait on SSH more than they compute) and at most MAX_WORKERS; 1 runs in-process."""
+    cpu = cpus if cpus is not None else (os.cpu_count() or 1)
+    return max(1, min(host_count, 2 * cpu, MAX_WORKERS))
 
 
 def suite_command(
@@ -143,7 +151,9 @@ def _message(el: ET.Element) -> str:
         if stripped.startswith("E ") and "AssertionError:" in stripped:
             return stripped.split("AssertionError:", 1)[1].strip()
     first = message.splitlines()[0] if message else ""
-    return first.removeprefix("AssertionError: ").removeprefix("Skipped: ").strip()
+    for prefix in ("AssertionError: ", "Skipped: ", "Failed: "):
+        first = first.removeprefix(prefix)
+    return first.strip()
 
 
 def passed(results: Sequence[CheckResult]) -> bool:

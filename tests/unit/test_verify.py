@@ -8,7 +8,7 @@ import pytest
 
 from orchestrator.errors import PolicyError
 from orchestrator.verify.expect import expectation_from_vars, upstream_version
-from orchestrator.verify.runner import parse_junit, suite_command
+from orchestrator.verify.runner import parse_junit, suite_command, workers_for
 
 DATA = Path(__file__).parent / "data"
 
@@ -84,3 +84,22 @@ def test_suite_command_is_usable_directly(tmp_path: Path) -> None:
     cmd = suite_command(Path("inv.ini"), "gpu_nodes", tmp_path / "j.xml", None, workers=4)
     assert "--hosts=ansible://gpu_nodes" in cmd and "--ansible-inventory=inv.ini" in cmd
     assert cmd[-2:] == ["-n", "4"]
+
+
+@pytest.mark.parametrize(
+    ("hosts", "cpus", "workers"),
+    [(1, 16, 1), (0, 4, 1), (3, 2, 3), (9, 2, 4), (200, 64, 16)],
+)
+def test_workers_follow_the_host_count(hosts: int, cpus: int, workers: int) -> None:
+    assert workers_for(hosts, cpus) == workers
+
+
+def test_parse_junit_reads_a_pytest_fail_message() -> None:
+    xml = (
+        '<testsuites><testsuite><testcase name="test_mig_mode_as_planned[ansible://n1]">'
+        "<failure message=\"Failed: cannot check MIG layout 'x': n1: MIG layout 'x' is not "
+        'defined">trace</failure></testcase></testsuite></testsuites>'
+    )
+    (result,) = parse_junit(xml)["n1"]
+    assert result.name == "verify.mig_mode_as_planned" and result.status == "fail"
+    assert result.diagnosis.startswith("cannot check MIG layout 'x'")

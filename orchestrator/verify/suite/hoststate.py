@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import json
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
+from orchestrator.facts import LoadedDriver
+from orchestrator.mig_apply import Runner
+from orchestrator.parsers.driver_version import parse_nvrm_line
+from orchestrator.parsers.smi_list import ListedGpu, parse_smi_list
 from orchestrator.verify.expect import upstream_version
 
 
@@ -47,15 +55,15 @@ def packages(host: Any, patterns: tuple[str, ...]) -> dict[str, Package]:
     return result
 
 
-def loaded_driver(host: Any) -> str:
-    """The NVRM line of the loaded kernel module, '' when no nvidia module is loaded."""
+def loaded_driver(host: Any) -> LoadedDriver | None:
+    """The loaded kernel module's version and flavour; None when no nvidia module is loaded."""
     f = host.file("/proc/driver/nvidia/version")
     if not f.exists:
-        return ""
+        return None
     for line in f.content_string.splitlines():
         if line.startswith("NVRM version:"):
-            return str(line)
-    return ""
+            return parse_nvrm_line(line)
+    return None
 
 
 def smi_versions(host: Any) -> dict[str, str]:
@@ -69,11 +77,27 @@ def smi_versions(host: Any) -> dict[str, str]:
     return {k.strip(): v.strip() for k, v in pairs}
 
 
-def smi_gpu_count(host: Any) -> int | None:
+def smi_list(host: Any) -> tuple[ListedGpu, ...] | None:
+    """`nvidia-smi -L` parsed (GPUs and their MIG devices); None when it fails."""
     result = host.run("nvidia-smi -L")
     if result.rc != 0:
         return None
-    return sum(1 for line in result.stdout.splitlines() if line.startswith("GPU "))
+    return parse_smi_list(result.stdout)
+
+
+def smi_gpu_count(host: Any) -> int | None:
+    listed = smi_list(host)
+    return None if listed is None else len(listed)
+
+
+def command_runner(host: Any) -> Runner:
+    """A testinfra host as the `Runner` the MIG code takes: argv -> (exit, stdout + stderr)."""
+
+    def run(argv: Sequence[str]) -> tuple[int, str]:
+        result = host.run(" ".join(shlex.quote(a) for a in argv))
+        return int(result.rc), str(result.stdout) + str(result.stderr)
+
+    return run
 
 
 def sysfs_gpu_count(host: Any) -> int:
@@ -102,3 +126,51 @@ def json_file(host: Any, path: str) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(data, dict):
         return None, f"{path} holds {type(data).__name__}, not an object"
     return data, ""
+
+
+def cdi_device_names(host: Any, path: str) -> tuple[set[str] | None, str]:
+    """(device names of a CDI spec, e.g. {"0", "0:1", "all", "GPU-..."}, or None; error text)."""
+    f = host.file(path)
+    if not f.exists:
+        return None, f"no CDI spec at {path}: nvidia-ctk cdi generate --output={path}"
+    try:
+        spec = yaml.safe_load(f.content_string)
+    except yaml.YAMLError as exc:
+        return None, f"CDI spec {path} is not valid YAML: {exc}"
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    if not isinstance(devices, list):
+        return None, f"CDI spec {path} has no devices list"
+    return {str(d.get("name")) for d in devices if isinstance(d, dict)}, ""
+
+
+@dataclass(frozen=True)
+class DriverRecord:
+    """What the nvidia_driver role wrote after installing (roles/nvidia_driver record.yml)."""
+
+    version: str
+    held: tuple[str, ...]
+
+
+def driver_record(host: Any, path: str) -> DriverRecord | None:
+    """The role's record, None when the driver was not installed by the role."""
+    data, _ = json_file(host, path)
+    if data is None:
+        return None
+    held = data.get("held", [])
+    return DriverRecord(
+        str(data.get("version", "")),
+        tuple(str(h) for h in held) if isinstance(held, list) else (),
+    )
+
+
+def smi_persistence(host: Any) -> dict[int, bool]:
+    """GPU index -> persistence mode on, from `nvidia-smi --query-gpu`; {} when it fails."""
+    result = host.run("nvidia-smi --query-gpu=index,persistence_mode --format=csv,noheader")
+    if result.rc != 0:
+        return {}
+    out: dict[int, bool] = {}
+    for line in result.stdout.splitlines():
+        index, _, mode = line.partition(",")
+        if index.strip().isdigit():
+            out[int(index)] = mode.strip() == "Enabled"
+    return out

@@ -10,6 +10,8 @@ from orchestrator.verify.expect import Expectation
 from orchestrator.verify.suite import hoststate
 
 DRIVER_PACKAGE_GLOBS = ("*nvidia*", "cuda-drivers*", "libnvidia*", "nvidia-fabricmanager*")
+# The container toolkit is versioned apart from the driver (test_runtime checks it).
+NOT_DRIVER_PREFIXES = ("nvidia-container", "libnvidia-container")
 
 
 @pytest.fixture
@@ -19,16 +21,36 @@ def driver(expect: Expectation) -> Expectation:
     return expect
 
 
+def _driver_packages(host: Any) -> dict[str, hoststate.Package]:
+    found = hoststate.packages(host, DRIVER_PACKAGE_GLOBS)
+    return {n: p for n, p in found.items() if not n.startswith(NOT_DRIVER_PREFIXES)}
+
+
 def test_driver_packages_at_planned_version_and_held(host: Any, driver: Expectation) -> None:
-    pkgs = hoststate.packages(host, DRIVER_PACKAGE_GLOBS)
     if driver.driver_version is None:
         pytest.skip("the plan pins no driver version (nvidia_driver_version unset)")
+    pkgs = _driver_packages(host)
+    record = hoststate.driver_record(host, driver.driver_state_file)
+    loaded = hoststate.loaded_driver(host)
+    if not pkgs and record is None and loaded is not None:
+        pytest.skip(
+            f"the loaded driver ({loaded.version}, {loaded.flavour}) comes "
+            "from no package (a runfile, a container image or a custom build): package "
+            "version and hold do not apply"
+        )
     at_version = [p for p in pkgs.values() if p.upstream == driver.driver_version]
     assert at_version, (
         f"no installed package is at the planned driver version {driver.driver_version}; "
         f"installed: {sorted(f'{p.name}={p.version}' for p in pkgs.values())}"
     )
-    unheld = sorted(p.name for p in at_version if not p.held)
+    recorded = record.held if record is not None else ()
+    gone = sorted(n for n in recorded if n not in pkgs)
+    assert not gone, (
+        f"packages the nvidia_driver role installed and held are gone: {gone}; "
+        "fix: rerun provision apply"
+    )
+    must_hold = {p.name for p in at_version if record is None} | set(recorded)
+    unheld = sorted(n for n in must_hold if not pkgs[n].held)
     assert not unheld, (
         f"driver packages not held (an unattended upgrade could split them): {unheld}; "
         "fix: rerun provision apply, or apt-mark hold them"
@@ -36,46 +58,76 @@ def test_driver_packages_at_planned_version_and_held(host: Any, driver: Expectat
 
 
 def test_loaded_module_matches_plan(host: Any, driver: Expectation) -> None:
-    line = hoststate.loaded_driver(host)
-    assert line, "no nvidia kernel module is loaded (/proc/driver/nvidia/version is missing)"
+    loaded = hoststate.loaded_driver(host)
+    assert loaded, "no nvidia kernel module is loaded (/proc/driver/nvidia/version is missing)"
     if driver.driver_version:
-        assert f" {driver.driver_version} " in line, (
-            f"loaded module is not {driver.driver_version}: {line.strip()!r}; "
-            "a reboot (or module reload) is needed"
+        assert loaded.version == driver.driver_version, (
+            f"loaded module is {loaded.version}, the plan wants {driver.driver_version} "
+            f"({loaded.raw!r}): a reboot (or module reload) is needed"
         )
-    if driver.driver_flavour == "open":
-        assert "Open Kernel Module" in line, f"planned open modules, loaded: {line.strip()!r}"
-    elif driver.driver_flavour == "proprietary":
-        assert "Open Kernel Module" not in line, f"planned proprietary, loaded: {line.strip()!r}"
+    if driver.driver_flavour in ("open", "proprietary"):
+        assert loaded.flavour == driver.driver_flavour, (
+            f"planned {driver.driver_flavour} kernel modules, loaded: {loaded.raw!r}"
+        )
 
 
 def test_nvml_matches_loaded_module(host: Any, driver: Expectation) -> None:
     versions = hoststate.smi_versions(host)
     assert versions, "nvidia-smi is missing or fails (NVML cannot talk to the driver)"
-    line = hoststate.loaded_driver(host)
+    loaded = hoststate.loaded_driver(host)
     nvml = versions.get("DRIVER version", "")
-    assert nvml and f" {nvml} " in line, (
-        f"NVML reports driver {nvml!r} but the loaded module is {line.strip()!r} "
-        "(Driver/library version mismatch): reboot or reload the module"
+    assert loaded is not None and nvml == loaded.version, (
+        f"NVML reports driver {nvml!r} but the loaded module is "
+        f"{loaded.raw if loaded else 'none'!r} (Driver/library version mismatch): reboot or "
+        "reload the module"
     )
 
 
 def test_nouveau_blacklisted(host: Any, driver: Expectation) -> None:
-    out = host.run(
+    modules = host.file("/proc/modules").content_string
+    assert not any(line.startswith("nouveau ") for line in modules.splitlines()), (
+        "nouveau is loaded: it holds the GPUs; blacklist it and reboot"
+    )
+    listed = host.run(
         "grep -rhsE '^[[:space:]]*blacklist[[:space:]]+nouveau' "
         "/etc/modprobe.d /usr/lib/modprobe.d /lib/modprobe.d"
     ).stdout
-    assert out.strip(), "nouveau is not blacklisted in any modprobe.d file"
-    modules = host.file("/proc/modules").content_string
-    assert not any(line.startswith("nouveau ") for line in modules.splitlines()), (
-        "nouveau is loaded: it holds the GPUs; reboot after blacklisting"
+    cmdline = host.file("/proc/cmdline").content_string.split()
+    on_cmdline = any(
+        arg.startswith(("modprobe.blacklist=", "module_blacklist=", "rd.driver.blacklist="))
+        and "nouveau" in arg.split("=", 1)[1].split(",")
+        for arg in cmdline
+    )
+    if listed.strip() or on_cmdline:
+        return
+    kernel = host.run("uname -r").stdout.strip()
+    if host.run("modinfo -k %s nouveau", kernel).rc != 0:
+        pytest.skip(f"kernel {kernel} has no nouveau module: there is nothing to blacklist")
+    pytest.fail(
+        "nouveau is not blacklisted (no modprobe.d file, no modprobe.blacklist= on the kernel "
+        f"command line) and kernel {kernel} has it: rerun provision apply",
+        pytrace=False,
     )
 
 
 def test_persistenced_active_and_enabled(host: Any, driver: Expectation) -> None:
     if not driver.persistenced:
         pytest.skip("nvidia_driver_persistenced is false in the policy")
+    installed = host.run("systemctl cat nvidia-persistenced.service").rc == 0
+    if not installed and not _driver_packages(host):
+        # A driver from no package (runfile, image, custom build) may ship no daemon; its GPUs
+        # then need the legacy persistence mode on (`nvidia-smi -pm 1`), or each client
+        # re-initialises them.
+        modes = hoststate.smi_persistence(host)
+        assert modes, "nvidia-smi cannot report persistence mode (is the driver loaded?)"
+        off = sorted(i for i, on in modes.items() if not on)
+        assert not off, (
+            f"no nvidia-persistenced unit and persistence mode is off on GPUs {off}: install "
+            "nvidia-persistenced with the driver, or run nvidia-smi -pm 1 at boot"
+        )
+        return
     svc = host.service("nvidia-persistenced")
+    assert installed, "nvidia-persistenced is not installed: rerun provision apply"
     assert svc.is_running, "nvidia-persistenced is not active: systemctl start nvidia-persistenced"
     assert svc.is_enabled, "nvidia-persistenced is not enabled: systemctl enable it"
 
@@ -94,10 +146,11 @@ def test_fabricmanager_iff_planned(host: Any, driver: Expectation) -> None:
     fm = hoststate.packages(host, ("nvidia-fabricmanager*",))
     assert fm, "no nvidia-fabricmanager package is installed"
     versions = {p.name: p.upstream for p in fm.values()}
-    line = hoststate.loaded_driver(host)
-    mismatched = {n: v for n, v in versions.items() if f" {v} " not in line}
+    loaded = hoststate.loaded_driver(host)
+    mismatched = {n: v for n, v in versions.items() if not loaded or v != loaded.version}
     assert not mismatched, (
-        f"fabric manager {mismatched} differs from the loaded driver {line.strip()!r}: "
+        f"fabric manager {mismatched} differs from the loaded driver "
+        f"{loaded.version if loaded else 'none'}: "
         "they must be the exact same version"
     )
     assert all(p.held for p in fm.values()), f"fabric manager not held: {sorted(fm)}"

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-import yaml
 
 from orchestrator.verify.expect import Expectation
 from orchestrator.verify.suite import hoststate
@@ -66,10 +65,8 @@ def test_toolkit_at_planned_version_and_held(host: Any, toolkit: Expectation) ->
 
 
 def test_cdi_spec_lists_every_gpu(host: Any, toolkit: Expectation) -> None:
-    f = host.file(toolkit.cdi_spec)
-    assert f.exists, f"no CDI spec at {toolkit.cdi_spec}: nvidia-ctk cdi generate"
-    spec = yaml.safe_load(f.content_string)
-    names = {str(d.get("name")) for d in spec.get("devices", [])}
+    names, error = hoststate.cdi_device_names(host, toolkit.cdi_spec)
+    assert names is not None, error
     count = hoststate.smi_gpu_count(host)
     assert count is not None, "nvidia-smi -L fails: cannot tell which GPUs the spec must list"
     missing = [str(i) for i in range(count) if str(i) not in names]
