@@ -139,7 +139,7 @@ def _verify_hosts(
     fleet: Fleet, hosts: Sequence[str], plans: Mapping[str, HostPlan], workdir: Path
 ) -> dict[str, rep.StageResult]:
     """orchestrator.verify: the testinfra suite against the planned state."""
-    from orchestrator.verify.runner import run_suite
+    from orchestrator.verify.runner import run_suite, workers_for
 
     if fleet.inventory_path is None:
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
@@ -150,7 +150,7 @@ def _verify_hosts(
         ",ansible://".join(hosts),
         workdir,
         plan_vars={h: plans[h].role_vars() for h in hosts},
-        workers=min(8, len(hosts)),
+        workers=workers_for(len(hosts)),
         stream=False,
     )
     return {
