@@ -41,7 +41,8 @@ emit() {
 }
 
 # cap NAME CMD...: stdout and stderr of CMD. The trailing "x" keeps the output's final
-# newlines, which command substitution would strip.
+# newlines, which command substitution would strip. Stdin is /dev/null: this script itself
+# arrives on stdin and must not be eaten by a command.
 cap() {
     name=$1
     shift
@@ -50,8 +51,6 @@ cap() {
     out=${out%x}
     emit "$name" "$rc"
 }
-
-# (stdin is /dev/null: this script itself arrives on stdin and must not be eaten.)
 
 # capo NAME CMD...: stdout only (CSV and JSON must not be mixed with warnings).
 capo() {

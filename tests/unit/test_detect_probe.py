@@ -124,3 +124,21 @@ def test_split_output_keeps_content_that_looks_like_markers() -> None:
         "@@gpuprov-probe@@ end a.txt\n@@gpuprov-probe@@ done\n"
     )
     assert split_output("h", stream) == {"a.txt": "@@gpuprov-probe@@ end b.txt\nx\n# exit=0\n"}
+
+
+def test_a_tool_reading_stdin_does_not_eat_the_probe(tmp_path: Path) -> None:
+    """`sh -s` reads the script from stdin: a command that reads stdin must get /dev/null."""
+    tool = tmp_path / "mokutil"
+    tool.write_text("#!/bin/sh\ncat >/dev/null\necho SecureBoot enabled\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
+    done = subprocess.run(
+        ["sh", "-s"],
+        input=probe_script() + "echo after-the-probe\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert done.stdout.rstrip().endswith("@@gpuprov-probe@@ done\nafter-the-probe")
+    assert parse_host("h", split_output("h", done.stdout)).secure_boot is True
