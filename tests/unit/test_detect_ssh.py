@@ -197,3 +197,13 @@ def test_missing_private_key_file_is_named(tmp_path: Path, sshd: SshServer) -> N
     (tmp_path / "id_ecdsa").unlink()
     error = detect_hosts(load_inventory(inv), progress=False).failed["node-1"]
     assert f"private key {tmp_path / 'id_ecdsa'} cannot be read" in error.message
+
+
+def test_progress_bar_renders_and_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inv = tmp_path / "local.ini"
+    inv.write_text("[g]\nlocal-a ansible_connection=local\nlocal-b ansible_connection=local\n")
+    result = detect_hosts(load_inventory(inv), progress=True)
+    assert set(result.raw) == {"local-a", "local-b"} and result.failed == {}
+    assert capsys.readouterr().out == ""  # the bar goes to stderr, never into stdout
