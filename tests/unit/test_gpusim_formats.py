@@ -7,6 +7,7 @@ import dataclasses
 import re
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -170,3 +171,13 @@ def test_host_facts_match_the_real_host_and_say_simulated(sim: SimHost) -> None:
     assert ours.loaded_modules == ("nvidia",)
     assert ours.nvlink_inactive == real.nvlink_inactive == ()
     assert ours.xids == real.xids == ()
+
+
+def test_smi_q_xml_is_well_formed_and_carries_the_state(sim: SimHost) -> None:
+    sim.gpusim("fault", "row-remap-pending", "on")
+    root = ElementTree.fromstring(sim.smi("-q", "-x").out)
+    gpus = root.findall("gpu")
+    assert [g.get("id") for g in gpus] == ["00000000:00:06.0", "00000000:00:07.0"]
+    assert [g.findtext("remapped_rows/remapped_row_pending") for g in gpus] == ["Yes", "No"]
+    assert {g.findtext("persistence_mode") for g in gpus} == {"Enabled"}
+    assert root.findtext("driver_version") == "580.159.04"
