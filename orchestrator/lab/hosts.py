@@ -181,8 +181,9 @@ def create_args(spec: HostSpec) -> list[str]:
     """`docker create` arguments for a test host (pure; the security-relevant part is tested).
 
     systemd runs as PID 1 with every capability except SYS_MODULE (a test host must never
-    load a module, such as the nvidia.ko DKMS builds in there, into this machine's kernel)
-    and SYS_RESOURCE (`--privileged` fails on this kind of machine). SSH is published on
+    load a module, such as the nvidia.ko DKMS builds in there, into this machine's kernel),
+    SYS_TIME (nor set this machine's clock) and SYS_RESOURCE (`--privileged` fails on
+    this kind of machine). SSH is published on
     127.0.0.1 only. `--restart unless-stopped` brings the host back after `reboot` (systemd
     exits; Docker starts the same container again: same port, host keys and disk).
     """
@@ -204,6 +205,8 @@ def create_args(spec: HostSpec) -> list[str]:
         "ALL",
         "--cap-drop",
         "SYS_MODULE",
+        "--cap-drop",
+        "SYS_TIME",
         "--cap-drop",
         "SYS_RESOURCE",
         "--security-opt",

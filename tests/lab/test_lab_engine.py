@@ -19,6 +19,7 @@ pytestmark = pytest.mark.lab
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CAP_SYS_MODULE = 16
+CAP_SYS_TIME = 25
 
 
 def test_both_debian_releases_answer_over_ssh(lab: Lab) -> None:
@@ -71,14 +72,16 @@ def test_systemd_boots_clean_as_pid_1(lab: Lab) -> None:
         assert result.stdout.split() == ["systemd", "running"], (host, result.stdout, failed)
 
 
-def test_hosts_cannot_load_modules_into_this_kernel(lab: Lab) -> None:
+def test_hosts_cannot_load_modules_into_this_kernel_nor_set_its_clock(lab: Lab) -> None:
     for host in lab.hosts:
         caps = dict(
             line.split(":\t")
             for line in lab.ssh(host, "grep ^Cap /proc/1/status").stdout.splitlines()
         )
-        assert not int(caps["CapBnd"], 16) & (1 << CAP_SYS_MODULE), host
-        assert not int(caps["CapEff"], 16) & (1 << CAP_SYS_MODULE), host
+        for cap in (CAP_SYS_MODULE, CAP_SYS_TIME):
+            assert not int(caps["CapBnd"], 16) & (1 << cap), (host, cap)
+            assert not int(caps["CapEff"], 16) & (1 << cap), (host, cap)
+        assert "Operation not permitted" in lab.ssh(host, "date -s @0").stderr
 
 
 def test_ssh_is_published_on_loopback_only(lab: Lab) -> None:
