@@ -200,6 +200,11 @@ def test_device_nouveau_absent_from_kernel_skips_with_reason() -> None:
         suite_driver.test_nouveau_blacklisted(host, expectation(**DEVICE_PLAN))
     host.files["/proc/cmdline"] = "ro modprobe.blacklist=nouveau,floppy"
     suite_driver.test_nouveau_blacklisted(host, expectation(**DEVICE_PLAN))
+    host.files["/proc/modules"] += "nouveau 3096576 0 - Live 0xffffffffc1000000\n"
+    with pytest.raises(AssertionError, match="nouveau is loaded"):
+        suite_driver.test_nouveau_blacklisted(host, expectation(**DEVICE_PLAN))
+    del host.files["/proc/modules"]  # a kernel without module support: the blacklist decides
+    suite_driver.test_nouveau_blacklisted(host, expectation(**DEVICE_PLAN))
 
 
 # --- packages (dpkg), as Ubuntu's and Debian's driver packages show them ------------------

@@ -66,6 +66,15 @@ def loaded_driver(host: Any) -> LoadedDriver | None:
     return None
 
 
+def loaded_modules(host: Any) -> frozenset[str] | None:
+    """Names of the loaded kernel modules; None where /proc/modules does not exist (a
+    kernel without module support, or a container that hides it)."""
+    f = host.file("/proc/modules")
+    if not f.exists:
+        return None
+    return frozenset(line.split(" ", 1)[0] for line in f.content_string.splitlines() if line)
+
+
 def smi_versions(host: Any) -> dict[str, str]:
     """`nvidia-smi --version` as a dict ('DRIVER version' -> '580.159.04'), {} without it."""
     if not host.exists("nvidia-smi"):
