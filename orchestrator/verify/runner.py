@@ -102,12 +102,13 @@ def run_suite(
 
 
 def _host_and_name(testcase: ET.Element) -> tuple[str, str]:
-    """'test_x[ansible://node-1]' -> ('node-1', 'test_x')."""
+    """'test_x[ansible://node-1]' -> ('node-1', 'x'); 'test_x[local://]' -> ('local', 'x')."""
     name = testcase.get("name", "")
     base, _, param = name.partition("[")
     param = param.rstrip("]")
-    host = param.split("://", 1)[1] if "://" in param else param
-    return host or "?", base.removeprefix("test_")
+    scheme, _, rest = param.partition("://")
+    host = rest if _ else param
+    return host or scheme or "?", base.removeprefix("test_")
 
 
 def parse_junit(xml_text: str) -> dict[str, tuple[CheckResult, ...]]:

@@ -16,7 +16,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--gpuprov-expect",
         default=None,
         metavar="PATH",
-        help="JSON {host: {variable: value}} of plan variables that override the inventory's",
+        help="JSON {host: {variable: value}} of plan variables that override the inventory's "
+        '("*": any host)',
     )
 
 
@@ -33,7 +34,11 @@ def plan_vars(request: pytest.FixtureRequest) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture
 def expect(host: Any, plan_vars: dict[str, dict[str, Any]]) -> Expectation:
-    variables: dict[str, Any] = dict(host.ansible.get_variables())
+    """Inventory variables (ansible:// hosts only) overlaid with the host's plan variables;
+    plan variables under "*" apply to any host (e.g. `--hosts=local://` on the GPU host)."""
+    variables: dict[str, Any] = {}
+    if host.backend.get_connection_type() == "ansible":
+        variables.update(host.ansible.get_variables())
     name = str(variables.get("inventory_hostname", host.backend.get_hostname()))
-    variables.update(plan_vars.get(name, {}))
+    variables.update(plan_vars.get(name, plan_vars.get("*", {})))
     return expectation_from_vars(name, variables)
