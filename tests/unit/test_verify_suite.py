@@ -8,6 +8,7 @@ MIG mode). Each suite test is called as pytest would, with the host and its expe
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -210,9 +211,9 @@ def test_device_nouveau_absent_from_kernel_skips_with_reason() -> None:
 # --- packages (dpkg), as Ubuntu's and Debian's driver packages show them ------------------
 
 
-def _dpkg_command() -> str:
-    """The command hoststate.packages runs for the driver globs."""
-    globs = " ".join(f"'{g}'" for g in suite_driver.DRIVER_PACKAGE_GLOBS)
+def _dpkg_command(*extra: str) -> str:
+    """The command hoststate.packages runs for the driver globs (and `extra` names)."""
+    globs = " ".join(f"'{g}'" for g in (*suite_driver.DRIVER_PACKAGE_GLOBS, *extra))
     return (
         "dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\t${Status}\\n' " + globs
     )
@@ -251,23 +252,30 @@ def test_unheld_driver_package_fails_naming_it() -> None:
 
 
 def test_role_record_holds_packages_versioned_apart() -> None:
-    """Debian: nvidia-persistenced 535.171.04 beside a 535.261.03 driver; the role held it."""
+    """Debian: nvidia-persistenced 535.171.04 beside a 535.261.03 driver, libcuda1 (no glob
+    matches it); the role held both."""
     rows = {
         "nvidia-open-kernel-dkms": ("535.261.03-1", True),
-        "nvidia-smi": ("535.261.03-1", True),
+        "libcuda1": ("535.261.03-1", True),
         "nvidia-kernel-support": ("535.261.03-1", False),  # a dependency, not held by the role
         "nvidia-persistenced": ("535.171.04-1~deb12u1", False),
     }
-    record = '{"version": "535.261.03", "held": ["nvidia-open-kernel-dkms", "nvidia-smi", '
-    record += '"nvidia-persistenced"]}'
-    host = recorded_host(DEVICE, **{_dpkg_command(): _dpkg(rows)})
-    host.files["/var/lib/gpuprov/nvidia_driver.json"] = record
+    held = ["nvidia-open-kernel-dkms", "libcuda1", "nvidia-persistenced"]
+    command = _dpkg_command(*held)
+    host = recorded_host(DEVICE, **{command: _dpkg(rows)})
+    host.files["/var/lib/gpuprov/nvidia_driver.json"] = json.dumps(
+        {"version": "535.261.03", "held": held}
+    )
     plan = expectation(**{**DEVICE_PLAN, "nvidia_driver_version": "535.261.03"})
     with pytest.raises(AssertionError, match=r"not held.*\['nvidia-persistenced'\]"):
         suite_driver.test_driver_packages_at_planned_version_and_held(host, plan)
     rows["nvidia-persistenced"] = ("535.171.04-1~deb12u1", True)
-    host.commands[_dpkg_command()] = _dpkg(rows)
+    host.commands[command] = _dpkg(rows)
     suite_driver.test_driver_packages_at_planned_version_and_held(host, plan)
+    del rows["libcuda1"]
+    host.commands[command] = _dpkg(rows)
+    with pytest.raises(AssertionError, match=r"installed and held are gone: \['libcuda1'\]"):
+        suite_driver.test_driver_packages_at_planned_version_and_held(host, plan)
 
 
 # --- MIG: the derived h200x2-mig host (GPU 0: 3g.71gb + 2g.35gb + 2x 1g.18gb) ---------------

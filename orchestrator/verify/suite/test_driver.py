@@ -21,16 +21,18 @@ def driver(expect: Expectation) -> Expectation:
     return expect
 
 
-def _driver_packages(host: Any) -> dict[str, hoststate.Package]:
-    found = hoststate.packages(host, DRIVER_PACKAGE_GLOBS)
+def _driver_packages(host: Any, extra: tuple[str, ...] = ()) -> dict[str, hoststate.Package]:
+    """Installed driver packages: the globs', and `extra` names (the role's record may hold
+    packages no glob matches, e.g. Debian's libcuda1)."""
+    found = hoststate.packages(host, DRIVER_PACKAGE_GLOBS + extra)
     return {n: p for n, p in found.items() if not n.startswith(NOT_DRIVER_PREFIXES)}
 
 
 def test_driver_packages_at_planned_version_and_held(host: Any, driver: Expectation) -> None:
     if driver.driver_version is None:
         pytest.skip("the plan pins no driver version (nvidia_driver_version unset)")
-    pkgs = _driver_packages(host)
     record = hoststate.driver_record(host, driver.driver_state_file)
+    pkgs = _driver_packages(host, record.held if record is not None else ())
     loaded = hoststate.loaded_driver(host)
     if not pkgs and record is None and loaded is not None:
         pytest.skip(
