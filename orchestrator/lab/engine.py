@@ -125,6 +125,17 @@ def import_tree(root: Path, tag: str, changes: Sequence[str]) -> None:
         )
 
 
+def network_subnets() -> list[str]:
+    """The IPv4 subnets of every Docker network on this engine."""
+    ids = docker(["network", "ls", "-q"]).split()
+    if not ids:
+        return []
+    out = docker(
+        ["network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", *ids]
+    )
+    return [s for s in out.split() if "." in s]
+
+
 def network_gateway(name: str) -> str:
     """The IPv4 gateway of a Docker network: this machine as its containers see it."""
     out = docker(

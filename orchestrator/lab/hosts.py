@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import BadInputError, LabError
-from orchestrator.lab import doubles, engine, images, keys, labinventory
+from orchestrator.lab import doubles, engine, images, keys, labinventory, subnets
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LAB_LABEL = "gpuprov.lab"
@@ -321,10 +321,45 @@ def _write_access(
     )
 
 
-def _ensure_network(lab: str) -> str:
+def _ensure_network(lab: str, attempts: int = 5) -> str:
+    """The lab's network, on a /24 of the lab's own pool (see subnets.py). Another lab
+    created at the same moment may take the same /24: then the next free one is tried."""
     name = f"gpuprov-lab-{lab}"
-    if name not in engine.networks({LAB_LABEL: lab}):
-        engine.docker(["network", "create", "--label", f"{LAB_LABEL}={lab}", name])
+    if name in engine.networks({LAB_LABEL: lab}):
+        return name
+    try:
+        routes = subprocess.run(
+            ["ip", "-4", "route", "show"], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise LabError(
+            f"cannot read this machine's routes to place the lab network: {exc}",
+            fix="install iproute2 (./scripts/engine.sh does)",
+        ) from exc
+    taken = subnets.parse_networks(engine.network_subnets() + routes)
+    within = subnets.pool()
+    for attempt in range(1, attempts + 1):
+        subnet = subnets.pick(taken, within)
+        try:
+            engine.docker(
+                [
+                    "network",
+                    "create",
+                    "--subnet",
+                    str(subnet),
+                    # Given, so that `docker network inspect` reports it (lab.yml's gateway).
+                    "--gateway",
+                    str(next(subnet.hosts())),
+                    "--label",
+                    f"{LAB_LABEL}={lab}",
+                    name,
+                ]
+            )
+            return name
+        except LabError as exc:
+            if "overlap" not in str(exc) or attempt == attempts:
+                raise
+            taken.append(subnet)
     return name
 
 
