@@ -25,7 +25,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 LAB_LABEL = "gpuprov.lab"
 DEFAULT_LAB = "gpuprov"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
-SSH_WAIT_S = 120.0
+# Generous: on a 2-core machine shared by many labs, a boot can take minutes.
+SSH_WAIT_S = 300.0
 APTREPO_DIR = REPO_ROOT / "tests" / "lab" / "aptrepo"
 
 Say = Callable[[str], object]
