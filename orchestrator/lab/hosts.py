@@ -19,10 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import BadInputError, LabError
-from orchestrator.lab import doubles, engine, images, keys, labinventory, subnets
+from orchestrator.lab import (
+    container,
+    doubles,
+    engine,
+    images,
+    keys,
+    labinventory,
+    labnetwork,
+    sysctl,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-LAB_LABEL = "gpuprov.lab"
+LAB_LABEL = container.LAB_LABEL
 DEFAULT_LAB = "gpuprov"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 # Generous: on a 2-core machine shared by many labs, a boot can take minutes.
@@ -58,40 +67,6 @@ class LabPaths:
 
     def profile(self, host: str) -> Path:
         return self.host_dir(host) / "profile.yaml"
-
-
-@dataclass(frozen=True)
-class HostSpec:
-    """Everything `docker create` needs for one test host."""
-
-    lab: str
-    name: str
-    os: str
-    profile: str
-    port: int
-    image: str
-    network: str
-    profile_file: Path
-    gpusim_dir: Path | None
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return {
-            LAB_LABEL: self.lab,
-            f"{LAB_LABEL}.host": self.name,
-            f"{LAB_LABEL}.os": self.os,
-            f"{LAB_LABEL}.profile": self.profile,
-            f"{LAB_LABEL}.port": str(self.port),
-        }
-
-    @property
-    def volumes(self) -> dict[str, str]:
-        """Named volume -> mount point. /var/lib/docker: Docker runs inside (overlay2 needs a
-        real file system, not the container's overlay); the PCI tree: the simulator's sysfs."""
-        return {
-            f"{self.name}-docker": "/var/lib/docker",
-            f"{self.name}-pci": "/sys/bus/pci/devices",
-        }
 
 
 @dataclass(frozen=True)
@@ -149,89 +124,12 @@ def resolve_profile(profile: str, profiles_dir: Path) -> Path:
     )
 
 
-# systemd in every test host takes inotify instances; at the kernel's default limit (128
-# per user) a dozen hosts exhaust it and the next host's systemd hangs at boot.
-INOTIFY_MIN = {"max_user_instances": 8192, "max_user_watches": 1048576}
-
-
-def check_inotify(limits: Mapping[str, int]) -> None:
-    """LabError, with the fix, when this machine's inotify limits are below what hosts need."""
-    low = {k: v for k, v in limits.items() if v < INOTIFY_MIN[k]}
-    if low:
-        now = ", ".join(f"fs.inotify.{k}={v}" for k, v in sorted(low.items()))
-        want = " ".join(f"fs.inotify.{k}={INOTIFY_MIN[k]}" for k in sorted(low))
-        raise LabError(
-            f"this machine's inotify limits are too low for systemd test hosts ({now})",
-            fix=f"run ./scripts/engine.sh, or `sysctl -w {want}`",
-        )
-
-
-def inotify_limits(proc: Path = Path("/proc/sys/fs/inotify")) -> dict[str, int]:
-    return {k: int((proc / k).read_text()) for k in INOTIFY_MIN}
-
-
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now; the container keeps it for its whole life."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((keys.LOOPBACK, 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def create_args(spec: HostSpec) -> list[str]:
-    """`docker create` arguments for a test host (pure; the security-relevant part is tested).
-
-    systemd runs as PID 1 with every capability except SYS_MODULE (a test host must never
-    load a module, such as the nvidia.ko DKMS builds in there, into this machine's kernel),
-    SYS_TIME (nor set this machine's clock) and SYS_RESOURCE (`--privileged` fails on
-    this kind of machine). SSH is published on
-    127.0.0.1 only. `--restart unless-stopped` brings the host back after `reboot` (systemd
-    exits; Docker starts the same container again: same port, host keys and disk).
-    """
-    args = [
-        "create",
-        "--name",
-        spec.name,
-        "--hostname",
-        spec.name,
-        "--network",
-        spec.network,
-        "--publish",
-        f"{keys.LOOPBACK}:{spec.port}:22",
-        "--restart",
-        "unless-stopped",
-        "--stop-signal",
-        "SIGRTMIN+3",
-        "--cap-add",
-        "ALL",
-        "--cap-drop",
-        "SYS_MODULE",
-        "--cap-drop",
-        "SYS_TIME",
-        "--cap-drop",
-        "SYS_RESOURCE",
-        "--security-opt",
-        "seccomp=unconfined",
-        "--cgroupns",
-        "host",
-        "--volume",
-        "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-        "--tmpfs",
-        "/run",
-        "--tmpfs",
-        "/run/lock",
-        "--tmpfs",
-        "/tmp",
-        "--volume",
-        f"{spec.profile_file}:/etc/gpusim/profile.yaml:ro",
-    ]
-    for volume, target in spec.volumes.items():
-        args += ["--volume", f"{volume}:{target}"]
-    if spec.gpusim_dir is not None:
-        args += ["--volume", f"{spec.gpusim_dir}:/opt/gpusim:ro"]
-    for key, value in sorted(spec.labels.items()):
-        args += ["--label", f"{key}={value}"]
-    return [*args, spec.image]
 
 
 def ssh_command(paths: LabPaths, port: int, *command: str) -> list[str]:
@@ -322,48 +220,6 @@ def _write_access(
     )
 
 
-def _ensure_network(lab: str, attempts: int = 5) -> str:
-    """The lab's network, on a /24 of the lab's own pool (see subnets.py). Another lab
-    created at the same moment may take the same /24: then the next free one is tried."""
-    name = f"gpuprov-lab-{lab}"
-    if name in engine.networks({LAB_LABEL: lab}):
-        return name
-    try:
-        routes = subprocess.run(
-            ["ip", "-4", "route", "show"], capture_output=True, text=True, check=True
-        ).stdout.splitlines()
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise LabError(
-            f"cannot read this machine's routes to place the lab network: {exc}",
-            fix="install iproute2 (./scripts/engine.sh does)",
-        ) from exc
-    taken = subnets.parse_networks(engine.network_subnets() + routes)
-    within = subnets.pool()
-    for attempt in range(1, attempts + 1):
-        subnet = subnets.pick(taken, within)
-        try:
-            engine.docker(
-                [
-                    "network",
-                    "create",
-                    "--subnet",
-                    str(subnet),
-                    # Given, so that `docker network inspect` reports it (lab.yml's gateway).
-                    "--gateway",
-                    str(next(subnet.hosts())),
-                    "--label",
-                    f"{LAB_LABEL}={lab}",
-                    name,
-                ]
-            )
-            return name
-        except LabError as exc:
-            if "overlap" not in str(exc) or attempt == attempts:
-                raise
-            taken.append(subnet)
-    return name
-
-
 def _prepare_simulator(gpusim: Path) -> None:
     """Run the simulator's own preparation step on this machine (e.g. building its uname
     shim) before hosts boot, when it has one; what it does is the simulator's business."""
@@ -378,7 +234,7 @@ def _prepare_simulator(gpusim: Path) -> None:
         )
 
 
-def _create(spec: HostSpec, paths: LabPaths, attempts: int = 3) -> int:
+def _create(spec: container.HostSpec, paths: LabPaths, attempts: int = 3) -> int:
     """Create, seed and start a host; return its SSH port. Another lab starting at the same
     moment may take the free port first: then the start fails and a new port is tried."""
     for volume in spec.volumes:
@@ -387,7 +243,7 @@ def _create(spec: HostSpec, paths: LabPaths, attempts: int = 3) -> int:
     attempt = 1
     while True:
         placed = dataclasses.replace(spec, port=free_port())
-        engine.docker(create_args(placed))
+        engine.docker(container.create_args(placed))
         engine.docker(["cp", "-", f"{spec.name}:/"], stdin=seed)
         try:
             engine.docker(["start", spec.name])
@@ -409,12 +265,12 @@ def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) ->
     profile_src = resolve_profile(profile, REPO_ROOT / "tests" / "lab" / "profiles")
     profile_name = profile_src.stem
     engine.require_engine()
-    check_inotify(inotify_limits())
+    sysctl.check_inotify(sysctl.inotify_limits())
     paths = lab_paths(lab)
     paths.root.mkdir(parents=True, exist_ok=True)
     image = images.ensure(recipe, REPO_ROOT / ".cache" / "lab", say=say)
     keys.keygen(paths.key, f"gpuprov-lab-{lab}")
-    network = _ensure_network(lab)
+    network = labnetwork.ensure(lab, LAB_LABEL)
     gpusim = REPO_ROOT / "tests" / "lab" / "gpusim"
     if not gpusim.is_dir():
         say(f"lab: warning: {gpusim} is missing; the hosts get no GPU simulator")
@@ -439,7 +295,7 @@ def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) ->
         keys.keygen(paths.host_key(name), name)
         paths.profile(name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(profile_src, paths.profile(name))
-        spec = HostSpec(
+        spec = container.HostSpec(
             lab=lab,
             name=name,
             os=os_name,

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import BadInputError
-from orchestrator.lab import engine, hosts
+from orchestrator.lab import container, engine, hosts, sysctl
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = REPO / "tests" / "lab" / "profiles"
 
 
-def spec(tmp_path: Path, gpusim: Path | None = None) -> hosts.HostSpec:
-    return hosts.HostSpec(
+def spec(tmp_path: Path, gpusim: Path | None = None) -> container.HostSpec:
+    return container.HostSpec(
         lab="unit",
         name="unit-deb12-1",
         os="debian12",
@@ -63,7 +63,7 @@ def test_unknown_profile_lists_the_known_ones() -> None:
 
 
 def test_container_cannot_load_kernel_modules_and_ssh_is_loopback_only(tmp_path: Path) -> None:
-    args = hosts.create_args(spec(tmp_path))
+    args = container.create_args(spec(tmp_path))
     assert "--privileged" not in args
     assert pairs(args, "--cap-add") == ["ALL"]
     assert {"SYS_MODULE", "SYS_TIME"} <= set(pairs(args, "--cap-drop"))
@@ -74,7 +74,7 @@ def test_container_cannot_load_kernel_modules_and_ssh_is_loopback_only(tmp_path:
 
 def test_container_mounts_for_systemd_docker_and_the_simulator(tmp_path: Path) -> None:
     gpusim = tmp_path / "gpusim"
-    args = hosts.create_args(spec(tmp_path, gpusim))
+    args = container.create_args(spec(tmp_path, gpusim))
     volumes = pairs(args, "--volume")
     assert "/sys/fs/cgroup:/sys/fs/cgroup:rw" in volumes
     assert "unit-deb12-1-docker:/var/lib/docker" in volumes
@@ -82,12 +82,13 @@ def test_container_mounts_for_systemd_docker_and_the_simulator(tmp_path: Path) -
     assert f"{gpusim}:/opt/gpusim:ro" in volumes
     assert f"{tmp_path / 'profile.yaml'}:/etc/gpusim/profile.yaml:ro" in volumes
     assert not any(
-        v.endswith(":/opt/gpusim:ro") for v in pairs(hosts.create_args(spec(tmp_path)), "--volume")
+        v.endswith(":/opt/gpusim:ro")
+        for v in pairs(container.create_args(spec(tmp_path)), "--volume")
     )
 
 
 def test_every_container_is_labelled_for_down_and_status(tmp_path: Path) -> None:
-    labels = pairs(hosts.create_args(spec(tmp_path)), "--label")
+    labels = pairs(container.create_args(spec(tmp_path)), "--label")
     assert len(labels) == len({label.split("=")[0] for label in labels})
     assert "gpuprov.lab=unit" in labels
     assert "gpuprov.lab.port=40022" in labels
@@ -148,9 +149,9 @@ def test_free_port_is_bindable_on_loopback() -> None:
 def test_low_inotify_limits_stop_up_with_the_sysctl_fix() -> None:
     from orchestrator.errors import LabError
 
-    hosts.check_inotify({"max_user_instances": 8192, "max_user_watches": 1048576})
+    sysctl.check_inotify({"max_user_instances": 8192, "max_user_watches": 1048576})
     with pytest.raises(LabError, match="max_user_instances=128") as err:
-        hosts.check_inotify({"max_user_instances": 128, "max_user_watches": 1048576})
+        sysctl.check_inotify({"max_user_instances": 128, "max_user_watches": 1048576})
     assert err.value.fix is not None
     assert "sysctl -w fs.inotify.max_user_instances=8192" in err.value.fix
 
@@ -158,7 +159,7 @@ def test_low_inotify_limits_stop_up_with_the_sysctl_fix() -> None:
 def test_inotify_limits_are_read_from_proc(tmp_path: Path) -> None:
     (tmp_path / "max_user_instances").write_text("128\n")
     (tmp_path / "max_user_watches").write_text("8192\n")
-    assert hosts.inotify_limits(tmp_path) == {"max_user_instances": 128, "max_user_watches": 8192}
+    assert sysctl.inotify_limits(tmp_path) == {"max_user_instances": 128, "max_user_watches": 8192}
 
 
 def test_down_forgets_exactly_its_hosts_cached_facts(tmp_path: Path) -> None:

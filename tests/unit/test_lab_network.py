@@ -1,4 +1,4 @@
-"""Lab network subnets: a /24 per lab that overlaps no Docker network and no route."""
+"""Lab networks: a /24 per lab that overlaps no Docker network and no route."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ipaddress
 import pytest
 
 from orchestrator.errors import LabError
-from orchestrator.lab import subnets
+from orchestrator.lab import labnetwork
 
 # `ip -4 route show` of the machine the lab was built on, with Docker's networks.
 ROUTES = """\
@@ -23,7 +23,7 @@ def net(text: str) -> ipaddress.IPv4Network:
 
 
 def test_routes_and_docker_subnets_parse_default_skipped() -> None:
-    found = subnets.parse_networks([*ROUTES.splitlines(), "10.213.0.0/24", "fd00::/64", ""])
+    found = labnetwork.parse_networks([*ROUTES.splitlines(), "10.213.0.0/24", "fd00::/64", ""])
     assert found == [
         net("172.17.0.0/16"),
         net("192.0.2.0/24"),
@@ -34,30 +34,30 @@ def test_routes_and_docker_subnets_parse_default_skipped() -> None:
 
 def test_first_free_24_of_the_pool() -> None:
     pool = net("10.213.0.0/16")
-    assert subnets.pick([], pool) == net("10.213.0.0/24")
+    assert labnetwork.pick([], pool) == net("10.213.0.0/24")
     taken = [net("10.213.0.0/24"), net("10.213.1.0/24")]
-    assert subnets.pick(taken, pool) == net("10.213.2.0/24")
+    assert labnetwork.pick(taken, pool) == net("10.213.2.0/24")
 
 
 def test_a_route_covering_part_of_the_pool_is_skipped() -> None:
-    assert subnets.pick([net("10.213.0.0/23")], net("10.213.0.0/16")) == net("10.213.2.0/24")
+    assert labnetwork.pick([net("10.213.0.0/23")], net("10.213.0.0/16")) == net("10.213.2.0/24")
     with pytest.raises(LabError):
-        subnets.pick([net("10.0.0.0/8")], net("10.213.0.0/22"))
+        labnetwork.pick([net("10.0.0.0/8")], net("10.213.0.0/22"))
 
 
 def test_a_full_pool_says_how_to_free_it() -> None:
     pool = net("10.213.0.0/23")
     with pytest.raises(LabError, match=r"no free /24 left in 10\.213\.0\.0/23") as err:
-        subnets.pick([net("10.213.0.0/24"), net("10.213.1.0/24")], pool)
+        labnetwork.pick([net("10.213.0.0/24"), net("10.213.1.0/24")], pool)
     assert err.value.fix is not None and "lab down" in err.value.fix
 
 
 def test_pool_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GPUPROV_LAB_SUBNETS", raising=False)
-    assert subnets.pool() == net("10.213.0.0/16")
+    assert labnetwork.pool() == net("10.213.0.0/16")
     monkeypatch.setenv("GPUPROV_LAB_SUBNETS", "10.99.0.0/20")
-    assert subnets.pool() == net("10.99.0.0/20")
+    assert labnetwork.pool() == net("10.99.0.0/20")
     for bad in ("not-a-net", "10.99.0.0/28"):
         monkeypatch.setenv("GPUPROV_LAB_SUBNETS", bad)
         with pytest.raises(LabError, match="GPUPROV_LAB_SUBNETS"):
-            subnets.pool()
+            labnetwork.pool()
