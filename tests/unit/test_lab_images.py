@@ -119,3 +119,19 @@ def test_write_tree_strips_host_keys_and_enables_boot_hooks(
     assert "ConditionPathExists=/opt/gpusim/boot" in unit
     sshd = (root / "etc/ssh/sshd_config.d/gpuprov-lab.conf").read_text()
     assert "PasswordAuthentication no" in sshd
+
+
+def test_stale_images_are_those_no_recipe_names(
+    recipes: dict[str, images.Recipe], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    current = [r.tag for r in recipes.values()]
+    old = "gpuprov-lab/debian12:000000000000"
+    asked: list[dict[str, str]] = []
+
+    def labelled(labels: dict[str, str]) -> list[str]:
+        asked.append(labels)
+        return sorted([*current, old])
+
+    monkeypatch.setattr(images.engine, "images", labelled)
+    assert images.stale(recipes) == [old]
+    assert asked == [{images.IMAGE_LABEL: ""}]
