@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import BadInputError
-from orchestrator.lab import images
+from orchestrator.lab import engine, images
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +132,6 @@ def test_stale_images_are_those_no_recipe_names(
         asked.append(labels)
         return sorted([*current, old])
 
-    monkeypatch.setattr(images.engine, "images", labelled)
+    monkeypatch.setattr(engine, "images", labelled)
     assert images.stale(recipes) == [old]
     assert asked == [{images.IMAGE_LABEL: ""}]
