@@ -330,3 +330,23 @@ def test_reboot_forbidden_is_recorded_then_cleared(converged: Converged) -> None
     assert lab.ssh(name, f"test ! -e {REBOOT_FILE}").returncode == 0
     version = converged.plan[name]["nvidia_driver_version"]
     assert version in lab.ssh(name, "cat /proc/driver/nvidia/version").stdout
+
+
+def test_fabric_not_completed_fails_with_the_fix(converged: Converged) -> None:
+    """Simulated fault: the GPUs' Fabric State stays "Not Started" although the fabric
+    manager runs; the role must fail naming the state and the fix, not pass."""
+    name = converged.lab.host_for("debian12")
+    if not converged.plan[name]["nvidia_driver_fabricmanager"]:
+        pytest.fail(f"{name}: the plan has no fabric manager; this profile should have NVSwitches")
+    lab = converged.lab
+    args = (str(converged.workdir / "converge.yml"), "-e", f"@{converged.workdir / 'plan.json'}")
+    assert lab.ssh(name, "gpusim fault fabric-not-completed on").returncode == 0
+    try:
+        run = converged.playbook(
+            *args, "--limit", name, "-e", "nvidia_driver_fabricmanager_timeout=10"
+        )
+    finally:
+        lab.ssh(name, "gpusim fault fabric-not-completed off")
+    assert run.rc != 0
+    assert "Fabric State is Not Started" in run.output
+    assert "systemctl status nvidia-fabricmanager" in run.output
