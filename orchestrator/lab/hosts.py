@@ -269,6 +269,7 @@ def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) ->
     paths = lab_paths(lab)
     paths.root.mkdir(parents=True, exist_ok=True)
     image = images.ensure(recipe, REPO_ROOT / ".cache" / "lab", say=say)
+    client_key_is_new = not paths.key.exists()
     keys.keygen(paths.key, f"gpuprov-lab-{lab}")
     network = labnetwork.ensure(lab, LAB_LABEL)
     gpusim = REPO_ROOT / "tests" / "lab" / "gpusim"
@@ -287,6 +288,13 @@ def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) ->
                     f"not {profile_name}",
                     host=name,
                     fix=f"`provision lab down --name {lab}` first, or use another --name",
+                )
+            if client_key_is_new or not paths.host_key(name).exists():
+                raise LabError(
+                    f"the host runs, but its keys under {paths.root} are gone: "
+                    "the lab cannot pin its host key or log in",
+                    host=name,
+                    fix=f"`provision lab down --name {lab}`, then `lab up` again",
                 )
             if old.state != "running":
                 engine.docker(["start", name])

@@ -3,6 +3,7 @@ the simulator's hooks, and a `lab down` that leaves nothing behind."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.errors import LabError
 from orchestrator.lab import engine, hosts
 from orchestrator.lab.running import RunningLab as Lab
 
@@ -175,6 +177,10 @@ def test_up_is_idempotent_and_down_leaves_nothing(
     assert facts.returncode == 0, facts.stdout + facts.stderr
     cache = REPO / ".cache" / "facts"
     assert [p for p in cache.iterdir() if p.name.endswith(f"{name}-deb12-1")]
+    # Keys lost while the host runs: `up` says so instead of waiting on SSH that cannot work.
+    shutil.rmtree(hosts.lab_paths(name).root / "hosts")
+    with pytest.raises(LabError, match=r"keys under .* are gone"):
+        hosts.up(name, "l40s", 1, "debian12", say=lambda _: None)
     removed = hosts.down(name)
     assert len(removed.containers) == 1 and len(removed.volumes) == 2
     assert len(removed.networks) == 1
