@@ -43,8 +43,6 @@ def reboot_state(host: Host) -> None:
         gpu.mig_current = gpu.mig_pending
         gpu.gpu_instances.clear()
         gpu.compute_instances.clear()
-    for position_text, xid in state.xid_codes.items():
-        state.log(xid_line(host.profile.gpu_bus_ids[int(position_text)], xid), uptime(host.paths))
 
 
 def blacklisted(paths: Paths) -> bool:
@@ -137,6 +135,9 @@ def boot(paths: Paths | None = None) -> Host:
             mount_proc(paths)
         if drv.installed_module(paths) is not None and not blacklisted(paths):
             kmod.load(host, "nvidia")  # udev loads it for the GPUs' modalias at boot
+        for position_text, xid in host.state.xid_codes.items():  # the fault is still there
+            bus_id = host.profile.gpu_bus_ids[int(position_text)]
+            host.state.log(xid_line(bus_id, xid), uptime(paths))
         sync_smi(paths)
         kmod.render(host)
     return host
