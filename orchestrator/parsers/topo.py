@@ -31,7 +31,12 @@ class Topology:
 
 
 def parse_topo(text: str) -> Topology:
-    lines = [_ANSI.sub("", line) for line in split_exit(text).body.splitlines()]
+    """An empty topology when nvidia-smi failed (no driver loaded: exit 9)."""
+    out = split_exit(text)
+    if not out.ok:
+        empty: dict[str, str | None] = {}
+        return Topology((), MappingProxyType({}), MappingProxyType(empty), MappingProxyType(empty))
+    lines = [_ANSI.sub("", line) for line in out.body.splitlines()]
     try:
         header_at = next(i for i, line in enumerate(lines) if line.startswith("\t"))
     except StopIteration as exc:

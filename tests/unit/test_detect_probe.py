@@ -14,6 +14,9 @@ import pytest
 from orchestrator.errors import HostError
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import names, parse_host
+from orchestrator.parsers.mig import parse_lci, parse_lgi
+from orchestrator.parsers.mig_lcip import parse_lcip
+from orchestrator.parsers.smi_list import parse_smi_list
 from orchestrator.probe import probe_script, split_output
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,3 +145,22 @@ def test_a_tool_reading_stdin_does_not_eat_the_probe(tmp_path: Path) -> None:
     )
     assert done.stdout.rstrip().endswith("@@gpuprov-probe@@ done\nafter-the-probe")
     assert parse_host("h", split_output("h", done.stdout)).secure_boot is True
+
+
+def test_captured_probe_of_a_simulated_lab_host_with_mig() -> None:
+    """The probe's stdout on a lab host (gpusim, SIMULATED p5: 8x H100 + 4 NVSwitch, driver
+    580 loaded, MIG enabled with instances), captured 2026-11-29: every output parses."""
+    text = (CAPTURED / "probe-lab-p5-mig-simulated.out").read_text()
+    raw = split_output("lab", text)
+    facts = parse_host("lab", raw)
+    assert facts.simulated and facts.errors == ()
+    assert len(facts.gpus) == 8 and len(facts.nvidia_bridges) == 4
+    assert facts.loaded_driver is not None and facts.loaded_driver.flavour == "open"
+    assert {g.mig_mode_current for g in facts.smi_gpus} == {"Enabled"}
+    assert {g.device_id for g in facts.smi_gpus} == {0x2330}
+    gis = parse_lgi(raw[names.SMI_MIG_LGI])
+    cis = parse_lci(raw[names.SMI_MIG_LCI])
+    assert len(gis) == len(cis) == 32
+    listed = parse_smi_list(raw[names.SMI_L])
+    assert sum(len(g.mig_devices) for g in listed) == len(gis)
+    assert len(parse_lcip(raw[names.SMI_MIG_LCIP])) == 56

@@ -11,6 +11,7 @@ from orchestrator.factsdir import load_dir, load_host, save_dir
 from orchestrator.parsers import names, parse_host, split_exit
 from orchestrator.parsers._text import ParseError, int_value, value
 from orchestrator.parsers.driver_version import parse_driver_version
+from orchestrator.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
 from orchestrator.parsers.packages import parse_dpkg_query, parse_rpm_query
 from orchestrator.parsers.runtime import (
     parse_cdi_specs,
@@ -20,6 +21,8 @@ from orchestrator.parsers.runtime import (
 )
 from orchestrator.parsers.secure_boot import parse_secure_boot
 from orchestrator.parsers.services import parse_services
+from orchestrator.parsers.smi_list import parse_smi_list
+from orchestrator.parsers.smi_q import parse_smi_q
 from orchestrator.parsers.smi_query_gpu import normalise_bus_id, parse_query_gpu
 from orchestrator.parsers.smi_version import parse_smi_version
 from orchestrator.parsers.sysfs_pci import parse_sysfs_pci
@@ -231,3 +234,13 @@ def test_factsdir_errors(tmp_path: Path) -> None:
         load_dir(tmp_path)
     with pytest.raises(BadInputError, match="cannot be a file name"):
         save_dir(tmp_path / "out", {"../escape": {"a.txt": "x"}})
+
+
+def test_outputs_of_a_failed_nvidia_smi_parse_to_nothing() -> None:
+    """What a lab host whose driver packages are installed but not loaded answers (exit 9)."""
+    failing = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
+    failing += "# exit=9\n"
+    assert parse_topo(failing).devices == ()
+    assert parse_nvlink_status(failing) == () and parse_nvlink_errors(failing) == ()
+    assert parse_smi_list(failing) == ()
+    assert parse_smi_q(failing).gpus == ()
