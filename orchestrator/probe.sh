@@ -19,15 +19,17 @@ M='@@gpuprov-probe@@'
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
-# smi ARGS...: nvidia-smi, bounded: on a GPU in a bad state it can hang for minutes
-# (exit 124 then, recorded like any other failure).
-smi() {
+# bounded CMD...: at most 60 s (exit 124 then, recorded like any other failure): nvidia-smi
+# on a GPU in a bad state, or docker with a hung daemon, can block for minutes.
+bounded() {
     if have timeout; then
-        timeout 60 nvidia-smi "$@"
+        timeout 60 "$@"
     else
-        nvidia-smi "$@"
+        "$@"
     fi
 }
+
+smi() { bounded nvidia-smi "$@"; }
 
 # emit NAME RC: print $out framed, byte for byte (trailing blank lines kept), then "# exit=RC".
 emit() {
@@ -232,7 +234,7 @@ elif have rpm; then
     bg capo rpm-qa.txt rpm_packages
 fi
 have systemctl && bg cap systemctl-is-active.txt services
-have docker && bg capo docker-info.txt docker info --format '{{json .}}'
+have docker && bg capo docker-info.txt bounded docker info --format '{{json .}}'
 [ -f /etc/docker/daemon.json ] && cap docker-daemon-json.txt cat /etc/docker/daemon.json
 if [ -d /etc/cdi ] || [ -d /var/run/cdi ]; then
     cap cdi-specs.txt cdi_specs
