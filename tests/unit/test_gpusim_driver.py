@@ -4,6 +4,8 @@ release, profiles and the YAML reader."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -173,3 +175,34 @@ def test_sysfs_link_speed_format(bare: SimHost) -> None:
     assert {d.link.current_speed_gts for d in devices if d.class_code >> 16 == 0x03} == {32.0}
     config = (bare.root / "sys/bus/pci/devices/0000:53:00.0/config").read_bytes()
     assert config[:4] == bytes.fromhex("de103023") and len(config) == 256
+
+
+def _exe(host: SimHost, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GPUSIM_ROOT": str(host.root)}
+    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+
+
+def test_executables_run_standalone(bare: SimHost) -> None:
+    """The files a lab host runs (shebang, own import path, exit codes), as processes."""
+    smi = str(GPUSIM / "bin" / "nvidia-smi")
+    assert _exe(bare, smi, "-L").returncode == 127  # no driver: no nvidia-smi
+    bare.install_driver()
+    assert _exe(bare, str(GPUSIM / "boot")).stdout.startswith("gpusim: boot 2, profile p5.48xlarge")
+    listed = _exe(bare, smi, "-L")
+    assert listed.returncode == 0 and listed.stdout.count("NVIDIA H100 80GB HBM3") == 8
+    bad = _exe(bare, smi, "--query-gpu=bogus", "--format=csv")
+    assert bad.returncode == 2 and 'Field "bogus" is not a valid field to query.' in bad.stderr
+    knobs = _exe(bare, str(GPUSIM / "bin" / "gpusim"), "fault", "list").stdout.split()
+    assert "fabric-not-completed" in knobs and "gpu-missing" in knobs
+    assert "NVRM: loading" in _exe(bare, str(GPUSIM / "bin" / "dmesg")).stdout
+
+
+def test_dpkg_hook_follows_the_nvidia_smi_package(bare: SimHost) -> None:
+    bare.install_driver()
+    shim = bare.root / "usr/local/bin/nvidia-smi"
+    assert shim.is_symlink()
+    hook = (bare.root / "etc/dpkg/dpkg.cfg.d/gpusim").read_text()
+    assert "post-invoke=" in hook and hook.rstrip().endswith("gpusim sync")
+    (bare.root / "usr/lib/nvidia/current/nvidia-smi").unlink()  # dpkg removed the package
+    assert bare.gpusim("sync").code == 0
+    assert not shim.exists() and not shim.is_symlink()
