@@ -226,6 +226,7 @@ if have nvidia-smi; then
 fi
 
 if have dpkg-query; then
+    # shellcheck disable=SC2016 # ${...} is dpkg-query's format syntax, not the shell's
     bg capo dpkg-query.txt dpkg-query -W \
         -f='${binary:Package}\t${Version}\t${db:Status-Want}\t${db:Status-Status}\n' \
         'nvidia*' 'libnvidia*' 'cuda*' 'linux-modules-nvidia*' 'datacenter-gpu-manager*' \
