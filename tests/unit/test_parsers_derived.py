@@ -171,11 +171,18 @@ def test_mig_layout(raw: dict[str, dict[str, str]], facts: dict[str, HostFacts])
     cis = parse_lci(files[names.SMI_MIG_LCI])
     assert [(c.gpu_instance_id, c.name) for c in cis] == [(g.instance_id, g.name) for g in gis]
     profiles = parse_lcip(files[names.SMI_MIG_LCIP])
-    assert [(p.gpu_instance_id, p.sm, p.default, p.copy_engines) for p in profiles] == [
-        (2, 60, True, 4),
-        (3, 32, True, 2),
-        (9, 16, True, 1),
-        (10, 16, True, 1),
+    assert [(p.gpu_instance_id, p.profile_id, p.sm, p.copy_engines) for p in profiles] == [
+        (2, 2, 60, 3),
+        (3, 1, 32, 2),
+        (9, 0, 16, 1),
+        (10, 0, 16, 1),
+    ]
+    assert not any(p.default for p in profiles) and {p.free for p in profiles} == {0}
+    assert [(c.profile_id, c.start, c.size) for c in cis] == [
+        (2, 0, 3),
+        (1, 0, 2),
+        (0, 0, 1),
+        (0, 0, 1),
     ]
     gpu0_free = {p.profile_id: p.free for p in parse_lgip(files[names.SMI_MIG_LGIP]) if p.gpu == 0}
     assert set(gpu0_free.values()) == {0}

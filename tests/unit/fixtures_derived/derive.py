@@ -733,17 +733,23 @@ def mig() -> Raw:
     ]
     raw["nvidia-smi-mig-lgi.txt"] = ok(MIG_LGI.format(rows="\n".join(lgi)))
     lcip, lci = [], []
-    for _, name, gi, _, size, sm in layout:
+    for _, name, gi, _, _, sm in layout:
+        # each GPU instance holds one compute instance of its full size (`-cgi ... -C`):
+        # CI profile id 0/1/2/3/4 for 1/2/3/4/7 compute slices, placement in compute slices
+        slices = int(name.split("g.")[0])
+        ci_profile = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4}[slices]
         lcip.append(
             boxed(
-                f"|   0  {gi:>5}       MIG {name:<14}{0:>5}*{1:>6}/1 "
-                f"{sm:>12}{size:>10}{0:>6}{0:>6}",
+                f"|   0  {gi:>5}       MIG {name:<14}{ci_profile:>5} {0:>6}/1 "
+                f"{sm:>12}{slices:>10}{0:>6}{0:>6}",
                 88,
             )
         )
-        lcip.append(boxed(f"|{'':>68}{size:>2}{size:>6}", 88))
+        lcip.append(boxed(f"|{'':>68}{slices:>2}{slices:>6}", 88))
         lcip.append("+" + "-" * 86 + "+")
-        lci.append(boxed(f"|   0  {gi:>5}       MIG {name:<14}{0:>6}{0:>10}{0:>11}:{size}", 70))
+        lci.append(
+            boxed(f"|   0  {gi:>5}       MIG {name:<14}{ci_profile:>6}{0:>10}{0:>11}:{slices}", 70)
+        )
     raw["nvidia-smi-mig-lcip.txt"] = ok(MIG_LCIP.format(rows="\n".join(lcip[:-1])))
     raw["nvidia-smi-mig-lci.txt"] = ok(MIG_LCI.format(rows="\n".join(lci)))
     lgip = raw["nvidia-smi-mig-lgip.txt"]
