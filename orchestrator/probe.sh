@@ -241,7 +241,13 @@ if [ -d /etc/cdi ] || [ -d /var/run/cdi ]; then
     cap cdi-specs.txt cdi_specs
 fi
 have nvidia-ctk && bg cap nvidia-ctk-version.txt nvidia-ctk --version
-[ -f /etc/gpusim/profile.yaml ] && cap gpusim.txt cat /etc/gpusim/profile.yaml
+# the lab's GPU simulator marker (tests/lab/gpusim): every GPU fact of this host is simulated
+for f in /etc/gpusim/profile.yaml /etc/gpusim/profile; do
+    if [ -f "$f" ]; then
+        cap gpusim.txt cat "$f"
+        break
+    fi
+done
 
 wait
 if [ -n "$TMP" ]; then
