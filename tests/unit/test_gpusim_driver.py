@@ -80,9 +80,9 @@ def test_uvm_needs_nvidia_and_blocks_its_removal(bare: SimHost) -> None:
     )
     busy = bare.modprobe("-r", "nvidia")
     assert busy.code == 1 and "in use" in busy.err
-    assert bare.modprobe("-r", "nvidia_uvm").code == 0
-    assert bare.modprobe("-r", "nvidia").code == 0
+    assert bare.modprobe("-r", "nvidia_uvm").code == 0  # and nvidia, now unused
     assert not (bare.root / "proc/driver/nvidia").exists()
+    assert (bare.root / "proc/modules").read_text() == ""
 
 
 def test_upgrade_without_reload_is_a_version_mismatch(bare: SimHost) -> None:

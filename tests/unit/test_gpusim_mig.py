@@ -163,3 +163,16 @@ def test_list_shows_mig_devices_under_their_gpu(h200: SimHost) -> None:
     assert lines[2].startswith("  MIG 1g.18gb     Device  1: (UUID: MIG-")
     assert lines[3].startswith("GPU 1: NVIDIA H200")
     assert [g.index for g in parse_smi_list(h200.smi("-L").captured)] == [0, 1]
+
+
+def test_nvidia_drm_keeps_the_mig_change_pending(h200: SimHost) -> None:
+    assert h200.modprobe("nvidia_drm").code == 0
+    run = h200.smi("-i", "0", "-mig", "1")
+    assert "pending enable state" in run.out
+    assert mig_modes(h200)[0] == ("Disabled", "Enabled")
+    # Unloading nvidia_drm takes nvidia_modeset and nvidia with it (modprobe -r); loading
+    # the driver again resets the GPU, and the pending mode applies.
+    assert h200.modprobe("-r", "nvidia_drm").code == 0
+    assert h200.smi("-L").code == 9
+    assert h200.modprobe("nvidia").code == 0
+    assert mig_modes(h200)[0] == ("Enabled", "Enabled")

@@ -168,3 +168,19 @@ def unload(host: Host, name: str) -> None:
         state.driver_loaded = False
         state.loaded_version = ""
         state.loaded_flavour = ""
+        for gpu in state.gpus:  # the driver going away resets the GPUs
+            gpu.persistence = False
+            gpu.mig_current = gpu.mig_pending
+            gpu.gpu_instances.clear()
+            gpu.compute_instances.clear()
+
+
+def unload_with_dependencies(host: Host, name: str) -> None:
+    """`modprobe -r`: the module, then each dependency nothing else uses any more."""
+    unload(host, name)
+    dependency = DEPENDS.get(name)
+    while dependency is not None and dependency in host.state.loaded_modules:
+        if any(DEPENDS.get(m) == dependency for m in host.state.loaded_modules):
+            break
+        unload(host, dependency)
+        dependency = DEPENDS.get(dependency)

@@ -90,7 +90,9 @@ def _select(views: list[GpuView], spec: str | None) -> list[GpuView]:
     return chosen
 
 
-def _mig_mode(targets: list[GpuView], enable: bool) -> Result:
+def _mig_mode(targets: list[GpuView], enable: bool, drm_loaded: bool) -> Result:
+    """`-mig 0|1`. The change waits for a GPU reset where the GPU needs one (A100), and
+    while nvidia_drm holds the GPUs (a client the driver cannot reset around)."""
     out = ""
     word = "enable" if enable else "disable"
     for g in targets:
@@ -101,7 +103,7 @@ def _mig_mode(targets: list[GpuView], enable: bool) -> Result:
             )
             continue
         g.state.mig_pending = enable
-        if g.model.mig_reset_required and g.state.mig_current != enable:
+        if (g.model.mig_reset_required or drm_loaded) and g.state.mig_current != enable:
             out += (
                 f"Warning: MIG mode is in pending {word} state for GPU {g.nvml_bus_id}:"
                 "In use by another client\n"
@@ -298,7 +300,8 @@ def run_loaded(host: Host, argv: Sequence[str], driver: Driver) -> Result:
         if flag in o:
             if o[flag] not in ("0", "1", "ENABLED", "DISABLED"):
                 return Result("", BAD_ARGS, 2)
-            return _mig_mode(targets, o[flag] in ("1", "ENABLED"))
+            enable = o[flag] in ("1", "ENABLED")
+            return _mig_mode(targets, enable, "nvidia_drm" in host.state.loaded_modules)
     if "-r" in o or "--gpu-reset" in o:
         return _reset(targets)
     if not o:

@@ -44,8 +44,7 @@ def modprobe(argv: Sequence[str]) -> int:
             for name in ours:
                 assert name is not None
                 if remove:
-                    # modprobe -r also removes now-unused dependencies, like the real one
-                    kmod.unload(host, name)
+                    kmod.unload_with_dependencies(host, name)
                 else:
                     kmod.load(host, name)
         except kmod.ModuleError as exc:
