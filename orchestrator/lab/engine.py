@@ -125,6 +125,14 @@ def import_tree(root: Path, tag: str, changes: Sequence[str]) -> None:
         )
 
 
+def log_tail(name: str, lines: int = 5) -> str:
+    """The last lines a container wrote (stdout and stderr), on one line; "(none)" if none."""
+    proc = subprocess.run(
+        ["docker", "logs", "--tail", str(lines), name], capture_output=True, text=True, check=False
+    )
+    return " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-lines:]) or "(none)"
+
+
 def network_subnets() -> list[str]:
     """The IPv4 subnets of every Docker network on this engine."""
     ids = docker(["network", "ls", "-q"]).split()

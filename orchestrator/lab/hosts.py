@@ -158,9 +158,12 @@ def ssh_command(paths: LabPaths, port: int, *command: str) -> list[str]:
 
 
 def wait_for_ssh(paths: LabPaths, ports: Mapping[str, int], timeout: float = SSH_WAIT_S) -> None:
-    """Return once every host runs a command over SSH; LabError naming the laggards if not."""
+    """Return once every host runs a command over SSH; LabError naming the laggards if not,
+    early when a host's container keeps exiting (systemd failing to boot)."""
     pending = dict(ports)
+    restarts = _restart_counts(pending)
     deadline = time.monotonic() + timeout
+    next_look = time.monotonic() + 5
     while pending:
         for host, port in list(pending.items()):
             proc = subprocess.run(
@@ -170,6 +173,16 @@ def wait_for_ssh(paths: LabPaths, ports: Mapping[str, int], timeout: float = SSH
                 del pending[host]
         if not pending:
             return
+        if time.monotonic() > next_look:
+            next_look = time.monotonic() + 5
+            for host, count in _restart_counts(pending).items():
+                if count - restarts.get(host, 0) >= 2:
+                    raise LabError(
+                        f"{host} keeps exiting instead of booting ({count} restarts); last "
+                        f"output: {engine.log_tail(host)}",
+                        host=host,
+                        fix=f"read `docker logs {host}`; `provision lab down` and retry",
+                    )
         if time.monotonic() > deadline:
             names = ", ".join(sorted(pending))
             raise LabError(
@@ -177,6 +190,11 @@ def wait_for_ssh(paths: LabPaths, ports: Mapping[str, int], timeout: float = SSH
                 fix=f"look at `docker logs {sorted(pending)[0]}`; `provision lab down` and retry",
             )
         time.sleep(0.5)
+
+
+def _restart_counts(names: Iterable[str]) -> dict[str, int]:
+    found = {c.name: c.restart_count for c in engine.containers({LAB_LABEL: ""})}
+    return {name: found.get(name, 0) for name in names}
 
 
 def to_lab_host(container: engine.Container) -> LabHost:

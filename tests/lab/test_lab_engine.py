@@ -7,13 +7,14 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from orchestrator.errors import LabError
-from orchestrator.lab import engine, hosts
+from orchestrator.lab import engine, hosts, images
 from orchestrator.lab.running import RunningLab as Lab
 
 pytestmark = pytest.mark.lab
@@ -227,3 +228,36 @@ def test_hosts_reach_the_test_double_repository(lab: Lab) -> None:
             f'print(urllib.request.urlopen("{key_url}", timeout=5).status)\'',
         )
         assert fetched.stdout.strip() == "200", (host, fetched.stderr)
+
+
+def test_a_host_that_keeps_exiting_fails_fast_with_its_output(
+    scratch_lab_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """A container whose PID 1 exits at once (as systemd does when it cannot boot) is
+    reported within seconds, with what it printed, instead of after the SSH timeout."""
+    name = scratch_lab_name("crash")
+    image = images.recipe_for("debian12").tag
+    engine.docker(
+        [
+            "run",
+            "-d",
+            "--name",
+            f"{name}-1",
+            "--label",
+            f"{hosts.LAB_LABEL}={name}",
+            "--restart",
+            "unless-stopped",
+            image,
+            "/bin/sh",
+            "-c",
+            "echo systemd-would-say-why; exit 1",
+        ]
+    )
+    try:
+        start = time.monotonic()
+        with pytest.raises(LabError, match="keeps exiting") as err:
+            hosts.wait_for_ssh(hosts.LabPaths(tmp_path), {f"{name}-1": hosts.free_port()}, 120)
+        assert time.monotonic() - start < 60
+        assert "systemd-would-say-why" in str(err.value)
+    finally:
+        hosts.down(name)
