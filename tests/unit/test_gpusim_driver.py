@@ -18,9 +18,10 @@ from orchestrator.parsers.sysfs_pci import parse_sysfs_pci
 REPO = Path(__file__).resolve().parents[2]
 GPUSIM = REPO / "tests" / "lab" / "gpusim"
 sys.path.insert(0, str(GPUSIM))
-from gpusim import kernel, yamlsubset  # noqa: E402
+from gpusim import driver, kernel, yamlsubset  # noqa: E402
 from gpusim.model import load_profile  # noqa: E402
-from gpusim.testing import PROFILES_DIR, SimHost  # noqa: E402
+from gpusim.paths import Paths  # noqa: E402
+from gpusim.testing import PROFILES_DIR, SimHost, elf_object  # noqa: E402
 
 PROFILES = sorted(PROFILES_DIR.glob("*.yaml"))
 
@@ -206,3 +207,26 @@ def test_dpkg_hook_follows_the_nvidia_smi_package(bare: SimHost) -> None:
     (bare.root / "usr/lib/nvidia/current/nvidia-smi").unlink()  # dpkg removed the package
     assert bare.gpusim("sync").code == 0
     assert not shim.exists() and not shim.is_symlink()
+
+
+def test_module_metadata_comes_from_its_modinfo_section(tmp_path: Path) -> None:
+    module = tmp_path / "nvidia.ko"
+    module.write_bytes(
+        elf_object(
+            {
+                b".text": b"\x00version=1.0.0\x00license=GPL\x00" + bytes(4096),
+                b".modinfo": b"license=Dual MIT/GPL\x00version=580.159.04\x00",
+                b".comment": b"\x00GCC: (Debian 14.2.0-19) 14.2.0\x00",
+            }
+        )
+    )
+    paths = Paths(tmp_path / "root")
+    kernel_dir = paths.lib_modules / "6.12.118+deb13-amd64" / "updates" / "dkms"
+    kernel_dir.mkdir(parents=True)
+    module.rename(kernel_dir / "nvidia.ko")
+    paths.kernel_release_file.parent.mkdir(parents=True)
+    paths.kernel_release_file.write_text("6.12.118+deb13-amd64\n")
+    found = driver.installed_module(paths)
+    assert found is not None
+    assert (found.version, found.flavour) == ("580.159.04", "open")
+    assert driver.gcc_line(found) == "GCC version:  gcc version 14.2.0 (Debian 14.2.0-19) "

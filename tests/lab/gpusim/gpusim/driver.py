@@ -7,11 +7,13 @@ version and flavour come from DKMS's tree or the module's own .modinfo. The user
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import lzma
 import os
 import re
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,16 +50,58 @@ def kernel_release(paths: Paths) -> str:
         return os.uname().release
 
 
+def _elf_sections(blob: bytes | None, path: Path, names: tuple[bytes, ...]) -> bytes:
+    """The named sections of an ELF64 object (from memory, or read from ``path`` piecewise:
+    a module built with debug info is 60+ MB, of which .modinfo is a few hundred bytes)."""
+    with contextlib.ExitStack() as stack:
+        if blob is None:
+            handle = stack.enter_context(open(path, "rb"))
+
+            def read(offset: int, size: int) -> bytes:
+                handle.seek(offset)
+                return handle.read(size)
+        else:
+            data = blob
+
+            def read(offset: int, size: int) -> bytes:
+                return data[offset : offset + size]
+
+        header = read(0, 64)
+        if header[:4] != b"\x7fELF" or header[4] != 2:  # not ELF64: search all of it
+            return blob if blob is not None else path.read_bytes()
+        (shoff,) = struct.unpack_from("<Q", header, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", header, 0x3A)
+        table = read(shoff, shentsize * shnum)
+
+        def section(index: int) -> tuple[int, int, int]:
+            (name,) = struct.unpack_from("<I", table, index * shentsize)
+            offset, size = struct.unpack_from("<QQ", table, index * shentsize + 0x18)
+            return name, offset, size
+
+        _, str_offset, str_size = section(shstrndx)
+        strings = read(str_offset, str_size)
+        found = b""
+        for index in range(shnum):
+            name_at, offset, size = section(index)
+            name = strings[name_at : strings.index(b"\x00", name_at)]
+            if name in names:
+                found += b"\x00" + read(offset, size)
+        return found
+
+
 def _modinfo(path: Path) -> bytes:
+    """The module's .modinfo and .comment sections (version=, license=, the compiler)."""
     try:
         if path.name.endswith(".xz"):
-            return lzma.open(path).read()
-        if path.name.endswith(".gz"):
-            return gzip.open(path).read()
-        if path.name.endswith(".zst"):
+            blob: bytes | None = lzma.decompress(path.read_bytes())
+        elif path.name.endswith(".gz"):
+            blob = gzip.decompress(path.read_bytes())
+        elif path.name.endswith(".zst"):
             return b""  # no zstd in the stdlib before 3.14: fall back to DKMS's tree
-        return path.read_bytes()
-    except (OSError, lzma.LZMAError, EOFError):
+        else:
+            blob = None
+        return _elf_sections(blob, path, (b".modinfo", b".comment"))
+    except (OSError, lzma.LZMAError, EOFError, struct.error, ValueError):
         return b""
 
 

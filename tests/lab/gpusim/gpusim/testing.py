@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,27 @@ SMI_CAPTURES = {
     "nvidia-smi-mig-lcip.txt": ["mig", "-lcip"],
     "nvidia-smi-mig-lci.txt": ["mig", "-lci"],
 }
+
+
+def elf_object(sections: dict[bytes, bytes]) -> bytes:
+    """A minimal ELF64 relocatable object with the given sections (a stand-in .ko)."""
+    names = b"\x00" + b"".join(name + b"\x00" for name in [*sections, b".shstrtab"])
+    body = b""
+    offsets = []
+    for data in [*sections.values(), names]:
+        offsets.append(64 + len(body))
+        body += data
+    shoff = 64 + len(body)
+    count = len(sections) + 2  # the null section, the given ones, .shstrtab
+    header = b"\x7fELF" + bytes([2, 1, 1]) + bytes(9)
+    header += struct.pack(
+        "<HHIQQQIHHHHHH", 1, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, count, count - 1
+    )
+    table = bytes(64)
+    for index, (name, data) in enumerate([*sections.items(), (b".shstrtab", names)]):
+        name_at = names.index(b"\x00" + name + b"\x00") + 1
+        table += struct.pack("<IIQQQQIIQQ", name_at, 1, 0, 0, offsets[index], len(data), 0, 0, 1, 0)
+    return header + body + table
 
 
 @dataclass(frozen=True)
@@ -107,9 +129,13 @@ class SimHost:
             old.unlink()
         licence = "Dual MIT/GPL" if flavour == "open" else "NVIDIA"
         (module_dir / module_name).write_bytes(
-            b"\x7fELF\x00"
-            + f"version={version}\x00license={licence}\x00".encode()
-            + b"GCC: (Debian 12.2.0-14) 12.2.0\x00"
+            elf_object(
+                {
+                    b".text": b"\x90" * 64,
+                    b".modinfo": f"license={licence}\x00version={version}\x00".encode(),
+                    b".comment": b"\x00GCC: (Debian 12.2.0-14) 12.2.0\x00",
+                }
+            )
         )
         smi = self.root / "usr/lib/nvidia/current/nvidia-smi"
         smi.parent.mkdir(parents=True, exist_ok=True)
