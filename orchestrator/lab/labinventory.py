@@ -50,11 +50,22 @@ def render_inventory(
     return "\n".join(lines)
 
 
+# The driver role takes NVIDIA-only packages (fabric manager, nscq) from its CUDA
+# repository variables: in the lab, that is the test-double repository.
+DRIVER_FROM_DOUBLES = """\
+# The driver role's NVIDIA-only packages (fabric manager, nscq) come from there.
+nvidia_driver_cuda_repo_url: "{{ gpuprov_lab_cuda_repo_url }}/"
+nvidia_driver_cuda_repo_key: "{{ gpuprov_lab_repo_key_url }}"
+"""
+
+
 def render_lab_vars(lab: str, gateway: str, repo_vars: Mapping[str, object] | None) -> str:
     if repo_vars:
         repo_block = yaml.safe_dump(
             dict(repo_vars), sort_keys=True, default_flow_style=False, width=4096
         )
+        if {"gpuprov_lab_cuda_repo_url", "gpuprov_lab_repo_key_url"} <= set(repo_vars):
+            repo_block += DRIVER_FROM_DOUBLES
     else:
         repo_block = "# (none: tests/lab/aptrepo/ is not in this checkout)\n"
     return f"""\

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 from ansible.vars.manager import VariableManager
@@ -85,3 +86,19 @@ def test_lab_vars_pass_yamllint(tmp_path: Path) -> None:
     text = labinventory.render_lab_vars("a" * 31, "172.18.0.1", None)
     problems = list(linter.run(text, YamlLintConfig("extends: default")))
     assert problems == []
+
+
+def test_driver_role_takes_nvidia_packages_from_the_test_double_repository(
+    tmp_path: Path,
+) -> None:
+    repo = {
+        "gpuprov_lab_cuda_repo_url": "http://172.17.0.1:8089/cuda/repos/debian12/x86_64",
+        "gpuprov_lab_repo_key_url": "http://172.17.0.1:8089/gpgkey",
+    }
+    text = labinventory.render_lab_vars("t", "10.213.0.1", repo)
+    data = yaml.safe_load(text)
+    assert data["gpuprov_lab_cuda_repo_url"] == repo["gpuprov_lab_cuda_repo_url"]
+    assert data["nvidia_driver_cuda_repo_url"] == "{{ gpuprov_lab_cuda_repo_url }}/"
+    assert data["nvidia_driver_cuda_repo_key"] == "{{ gpuprov_lab_repo_key_url }}"
+    without = yaml.safe_load(labinventory.render_lab_vars("t", "10.213.0.1", None))
+    assert "nvidia_driver_cuda_repo_url" not in without
