@@ -154,14 +154,13 @@ def _exec(conn: Any, command: str, stdin: str, timeout: float) -> tuple[int, str
     return status, stdout.decode(errors="replace"), stderr.decode(errors="replace")
 
 
-def _private_key(host: InventoryHost) -> Any:
+def _private_key(host: InventoryHost, path: str) -> Any:
     """Load the key once (paramiko's key_filename path hides an auth failure behind a key
     format error: it retries the file as every key type)."""
     import paramiko
 
-    assert host.key_file is not None
     try:
-        return paramiko.PKey.from_path(host.key_file)
+        return paramiko.PKey.from_path(path)
     except paramiko.PasswordRequiredException as exc:
         raise HostError(
             f"private key {host.key_file} is protected by a passphrase",
@@ -180,11 +179,12 @@ def _private_key(host: InventoryHost) -> Any:
 def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str:
     import paramiko
     from fabric import Connection
+    from paramiko.hostkeys import InvalidHostKey
 
     connect_kwargs: dict[str, Any] = {}
     if host.key_file:
         # like ssh -i with IdentitiesOnly: the inventory's key, not whatever lies in ~/.ssh
-        connect_kwargs.update(pkey=_private_key(host), look_for_keys=False)
+        connect_kwargs.update(pkey=_private_key(host, host.key_file), look_for_keys=False)
     conn = Connection(
         host=host.address,
         user=host.user,
@@ -196,7 +196,14 @@ def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str
     conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
     for path in host.known_hosts:
         if os.path.isfile(path):
-            conn.client.load_system_host_keys(path)
+            try:
+                conn.client.load_system_host_keys(path)
+            except (OSError, paramiko.SSHException, InvalidHostKey, ValueError) as exc:
+                raise HostError(
+                    f"known-hosts file {path} cannot be read: {exc}",
+                    host=host.name,
+                    fix=f"fix or remove the broken line in {path}",
+                ) from exc
     try:
         conn.open()
         status, stdout, stderr = _exec(conn, " ".join(probe_command(host)), probe_script(), timeout)

@@ -207,3 +207,12 @@ def test_progress_bar_renders_and_changes_nothing(
     result = detect_hosts(load_inventory(inv), progress=True)
     assert set(result.raw) == {"local-a", "local-b"} and result.failed == {}
     assert capsys.readouterr().out == ""  # the bar goes to stderr, never into stdout
+
+
+def test_broken_known_hosts_file_is_a_host_error(tmp_path: Path, sshd: SshServer) -> None:
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd.port} ssh-ed25519 AAAA!!!not-base64\n")
+    error = detect_hosts(load_inventory(_inventory(tmp_path, sshd, known)), progress=False).failed[
+        "node-1"
+    ]
+    assert f"known-hosts file {known} cannot be read" in error.message
