@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpusim import driver as drv
-from gpusim import mig, smi_basic, smi_full, smi_links
+from gpusim import jobs, mig, smi_basic, smi_full, smi_links
 from gpusim.runtime import Host, host_session
 from gpusim.smi_basic import Driver
 from gpusim.view import GpuView, fabric_state, gpus
@@ -42,6 +42,7 @@ _VALUED = {
     "-mig",
     "--multi-instance-gpu",
     "--query-gpu",
+    "--query-compute-apps",
     "--format",
     "-gi",
     "-ci",
@@ -280,6 +281,22 @@ def run_loaded(host: Host, argv: Sequence[str], driver: Driver) -> Result:
                 )
             )
         except smi_basic.QueryError as exc:
+            return Result("", f"{exc}\n", 2)
+    if "--query-compute-apps" in o:
+        parts = o.get("--format", "").split(",")
+        if "csv" not in parts:
+            return Result("", "Please specify the format with --format=csv\n", 2)
+        try:
+            return Result(
+                jobs.query(
+                    [f.strip() for f in o["--query-compute-apps"].split(",") if f.strip()],
+                    jobs.live_jobs(host.paths),
+                    targets,
+                    header="noheader" not in parts,
+                    units="nounits" not in parts,
+                )
+            )
+        except jobs.QueryError as exc:
             return Result("", f"{exc}\n", 2)
     if "-q" in o or "--query" in o:
         if "-x" in o or "--xml-format" in o:

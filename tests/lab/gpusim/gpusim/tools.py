@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from gpusim import boot as boot_mod
 from gpusim import driver as drv
-from gpusim import faults, kernel, kmod
+from gpusim import faults, jobs, kernel, kmod
 from gpusim.paths import Paths
 from gpusim.runtime import host_session
 from gpusim.state import FAULTS
@@ -121,6 +121,10 @@ def _parser() -> argparse.ArgumentParser:
         "--gpu", type=int, help="GPU slot in the profile (default 0; last for gpu-missing)"
     )
     fault.add_argument("--xid", type=int, default=79, help="Xid code for the xid knob")
+    job = sub.add_parser("job", help="run a simulated CUDA process on a GPU for SECONDS")
+    job.add_argument("seconds", type=float)
+    job.add_argument("--gpu", type=int, default=0, help="GPU slot in the profile")
+    job.add_argument("--name", default="python3", help="process name nvidia-smi shows")
     sub.add_parser("status", help="print the simulator state as JSON")
     kern = sub.add_parser("kernel", help="show or set the simulated kernel release")
     kern.add_argument("release", nargs="?")
@@ -150,6 +154,8 @@ def gpusim(argv: Sequence[str]) -> int:
             kernel.write(paths, release)
         print(drv.kernel_release(paths))
         return 0
+    if args.command == "job":
+        return jobs.run_job(paths, args.seconds, args.gpu, args.name)
     if args.command == "status":
         with host_session(paths) as host:
             module = drv.installed_module(paths)
