@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab" / "gpusim"))
 
-from gpusim.testing import SimHost  # noqa: E402
+from gpusim.testing import SimHost
 
 GPUSIM_BIN = Path(__file__).resolve().parents[1] / "lab" / "gpusim" / "bin" / "gpusim"
 
