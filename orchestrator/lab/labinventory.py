@@ -76,8 +76,8 @@ def render_lab_vars(lab: str, gateway: str, repo_vars: Mapping[str, object] | No
 # Marks a lab host: its GPUs are simulated (gpusim), and reports say so.
 gpuprov_lab: true
 gpuprov_lab_name: {lab}
-# This machine as the test hosts reach it (the Docker network's gateway); it
-# serves the local apt repository of test doubles.
+# This machine as the test hosts reach it on the lab's own network (its
+# gateway); the test-double repository below listens on Docker's default bridge.
 gpuprov_lab_gateway: {gateway}
 
 # Debian's own nvidia-driver packages (non-free): no NVIDIA repository is
