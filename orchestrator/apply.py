@@ -43,6 +43,7 @@ class HostApplyStats:
     skipped: int = 0
     changed_tasks: tuple[str, ...] = ()
     failed_tasks: tuple[str, ...] = ()  # "task name: message"
+    rescued: int = 0  # failures a block's rescue recovered (not counted in `failed`)
 
     @property
     def succeeded(self) -> bool:
@@ -72,10 +73,18 @@ class _Tally:
     unreachable: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
+    final: dict[str, Mapping[str, int]] = field(default_factory=dict)  # playbook_on_stats
 
     def add(self, event: Event) -> None:
         kind = event.get("event", "")
         data = event.get("event_data") or {}
+        if kind == "playbook_on_stats":
+            # Ansible's own recap: the truth on failures (rescued ones are not) and unreachables
+            for key in ("failures", "dark", "rescued"):
+                value = data.get(key)
+                if isinstance(value, Mapping):
+                    self.final[key] = {str(h): int(n) for h, n in value.items()}
+            return
         host = data.get("host")
         if not isinstance(host, str) or not kind.startswith("runner_on_"):
             return
@@ -97,18 +106,26 @@ class _Tally:
             self.skipped[host] = self.skipped.get(host, 0) + 1
 
     def stats(self, hosts: Sequence[str]) -> dict[str, HostApplyStats]:
-        return {
-            h: HostApplyStats(
+        out: dict[str, HostApplyStats] = {}
+        for h in hosts:
+            failed_tasks = tuple(self.failed.get(h, []))
+            failed, unreachable = len(failed_tasks), self.unreachable.get(h, 0)
+            if "failures" in self.final:
+                failed = self.final["failures"].get(h, 0)
+                unreachable = self.final.get("dark", {}).get(h, 0)
+                if failed == 0:
+                    failed_tasks = ()  # every failure was rescued
+            out[h] = HostApplyStats(
                 ok=self.ok.get(h, 0),
                 changed=len(self.changed.get(h, [])),
-                failed=len(self.failed.get(h, [])),
-                unreachable=self.unreachable.get(h, 0),
+                failed=failed,
+                unreachable=unreachable,
                 skipped=self.skipped.get(h, 0),
                 changed_tasks=tuple(self.changed.get(h, [])),
-                failed_tasks=tuple(self.failed.get(h, [])),
+                failed_tasks=failed_tasks,
+                rescued=self.final.get("rescued", {}).get(h, 0),
             )
-            for h in hosts
-        }
+        return out
 
 
 def new_run_dir(base: Path = ARTIFACTS, now: dt.datetime | None = None) -> Path:

@@ -155,6 +155,7 @@ def _apply_dict(stats: HostApplyStats) -> dict[str, object]:
         "failed": stats.failed,
         "unreachable": stats.unreachable,
         "skipped": stats.skipped,
+        "rescued": stats.rescued,
         "changed_tasks": list(stats.changed_tasks),
         "failed_tasks": list(stats.failed_tasks),
     }

@@ -36,6 +36,16 @@ PLAYBOOK = """\
       ansible.builtin.fail:
         msg: "planned failure on {{ inventory_hostname }}"
       when: fail_here | default(false) | bool
+    - name: Recover where asked
+      when: rescue_here | default(false) | bool
+      block:
+        - name: Fail inside a block
+          ansible.builtin.fail:
+            msg: "recoverable"
+      rescue:
+        - name: Rescue it
+          ansible.builtin.debug:
+            msg: "rescued"
 """
 
 
@@ -78,7 +88,7 @@ def test_plan_vars_win_and_stats_come_back(lab: dict[str, Path]) -> None:
     stats = result.hosts["node-a"]
     assert (stats.ok, stats.changed, stats.failed, stats.unreachable) == (2, 2, 0, 0)
     assert stats.changed_tasks == ("Write the planned value", "Record the batch")
-    assert stats.skipped == 1
+    assert stats.skipped == 2
     # artifacts kept: the overlay, the runner's events and stdout; no env/ files
     overlay = yaml.safe_load((result.artifact_dir / "plan-inventory.yml").read_text())
     assert overlay["all"]["hosts"]["node-b"] == {"planned_value": "B"}
@@ -91,6 +101,14 @@ def test_plan_vars_win_and_stats_come_back(lab: dict[str, Path]) -> None:
     # idempotent: a second run changes nothing
     again = run(lab, host_vars)
     assert again.hosts["node-a"].changed == 0 and again.hosts["node-b"].changed == 0
+
+
+def test_a_rescued_failure_is_not_a_failure(lab: dict[str, Path]) -> None:
+    result = run(lab, {"node-a": {"planned_value": "A", "rescue_here": True}})
+    stats = result.hosts["node-a"]
+    assert result.status == "successful"
+    assert (stats.failed, stats.rescued, stats.failed_tasks) == (0, 1, ())
+    assert stats.succeeded
 
 
 def test_check_mode_changes_nothing(lab: dict[str, Path]) -> None:
