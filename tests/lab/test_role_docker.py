@@ -19,7 +19,7 @@ import pytest
 from orchestrator.lab.running import RunningLab, attach
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from aptrepo.converge import Run, converge, lab_repo_vars
+from aptrepo.converge import BUILD_AND_RUN, Run, converge, lab_repo_vars
 
 pytestmark = pytest.mark.lab
 
@@ -38,7 +38,7 @@ def runtime_lab(request: pytest.FixtureRequest) -> RunningLab:
 
 @pytest.fixture(scope="module")
 def policy(runtime_lab: RunningLab) -> dict[str, object]:
-    return lab_repo_vars(runtime_lab.name)
+    return lab_repo_vars()
 
 
 @pytest.fixture(scope="module")
@@ -157,21 +157,3 @@ def test_a_container_from_an_image_built_on_the_host_runs(
     for host in runtime_lab.hosts:
         out = sh(runtime_lab, host, BUILD_AND_RUN.format(tag="gpuprov-test/tiny:1", runtime="runc"))
         assert out.strip().splitlines()[-1] == "hello from a locally built image"
-
-
-# A one-binary rootfs (static busybox from Debian's archive), built into an image with a
-# Dockerfile FROM scratch: nothing comes from a registry. No network: a nested Docker 26
-# (Debian 13) cannot configure IPv6 on the container interface inside a lab host.
-BUILD_AND_RUN = """set -e
-export DEBIAN_FRONTEND=noninteractive
-command -v busybox >/dev/null || apt-get install -y -q busybox-static >/dev/null
-ctx=$(mktemp -d)
-mkdir -p "$ctx/rootfs/bin"
-cp "$(command -v busybox)" "$ctx/rootfs/bin/busybox"
-tar -C "$ctx/rootfs" -cf "$ctx/rootfs.tar" .
-printf '%s\\n' 'FROM scratch' 'ADD rootfs.tar /' 'CMD ["/bin/busybox"]' >"$ctx/Dockerfile"
-DOCKER_BUILDKIT=0 docker build -q -t {tag} "$ctx" >/dev/null
-rm -rf "$ctx"
-docker run --rm --network none --runtime={runtime} {tag} \\
-  /bin/busybox echo hello from a locally built image
-"""

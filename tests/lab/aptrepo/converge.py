@@ -45,9 +45,10 @@ class Run:
         return {host: r.changed for host, r in self.recap.items()}
 
 
-def lab_repo_vars(lab_name: str) -> dict[str, object]:
-    """Serve the test doubles on the lab's Docker network; the policy that points at them."""
-    return lab_policy(ensure_served(STATE_DIR, network=f"gpuprov-lab-{lab_name}"))
+def lab_repo_vars() -> dict[str, object]:
+    """Serve the test doubles (the one server `provision lab up` also uses: on the default
+    bridge's gateway, which every lab network reaches); the policy that points at them."""
+    return lab_policy(ensure_served(STATE_DIR))
 
 
 def parse_recap(output: str) -> dict[str, HostRecap]:
@@ -98,3 +99,21 @@ def converge(
 def _env() -> dict[str, str]:
     # The caller's ANSIBLE_* settings would change what is tested; ansible.cfg applies.
     return {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+
+
+# A one-binary rootfs (static busybox from Debian's archive), built into an image with a
+# Dockerfile FROM scratch: nothing comes from a registry. No network: a nested Docker 26
+# (Debian 13) cannot configure IPv6 on the container interface inside a lab host.
+BUILD_AND_RUN = """set -e
+export DEBIAN_FRONTEND=noninteractive
+command -v busybox >/dev/null || apt-get install -y -q busybox-static >/dev/null
+ctx=$(mktemp -d)
+mkdir -p "$ctx/rootfs/bin"
+cp "$(command -v busybox)" "$ctx/rootfs/bin/busybox"
+tar -C "$ctx/rootfs" -cf "$ctx/rootfs.tar" .
+printf '%s\\n' 'FROM scratch' 'ADD rootfs.tar /' 'CMD ["/bin/busybox"]' >"$ctx/Dockerfile"
+DOCKER_BUILDKIT=0 docker build -q -t {tag} "$ctx" >/dev/null
+rm -rf "$ctx"
+docker run --rm --network none --runtime={runtime} {tag} \\
+  /bin/busybox echo hello from a locally built image
+"""
