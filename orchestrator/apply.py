@@ -44,6 +44,7 @@ class HostApplyStats:
     changed_tasks: tuple[str, ...] = ()
     failed_tasks: tuple[str, ...] = ()  # "task name: message"
     rescued: int = 0  # failures a block's rescue recovered (not counted in `failed`)
+    touched: bool = True  # False: the run stopped (max fail percent) before this host's batch
 
     @property
     def succeeded(self) -> bool:
@@ -124,6 +125,7 @@ class _Tally:
                 changed_tasks=tuple(self.changed.get(h, [])),
                 failed_tasks=failed_tasks,
                 rescued=self.final.get("rescued", {}).get(h, 0),
+                touched=h in self.seen,
             )
         return out
 

@@ -181,7 +181,12 @@ def _default_branch(
 
 
 def _distribution_choice(
-    facts: HostFacts, policy: Policy, models: Sequence[GpuModel], catalog: Catalog, notes: _Notes
+    facts: HostFacts,
+    policy: Policy,
+    models: Sequence[GpuModel],
+    catalog: Catalog,
+    notes: _Notes,
+    flavour: str,
 ) -> _DriverChoice | None:
     os_name = f"{facts.os.id} {facts.os.version_id}" if facts.os else "an unknown OS"
     source = catalog.driver_source(facts.os.id, facts.os.version_id) if facts.os else None
@@ -195,21 +200,31 @@ def _distribution_choice(
         if policy.driver_branch is not None:
             return _DriverChoice(policy.driver_branch, policy.driver_version, "pinned branch")
         return _default_branch(models, catalog, notes)
-    offers = {d.branch: d for d in source.distribution}
-    if policy.driver_branch is not None and policy.driver_branch not in offers:
+    branches = {d.branch for d in source.distribution}
+    if policy.driver_branch is not None and policy.driver_branch not in branches:
         notes.blockers.append(
             f"nvidia_driver_branch={policy.driver_branch} is not in {os_name}'s archive (it has "
             f"{', '.join(d.version for d in source.distribution)}); fix: pin one of those, or "
             "set nvidia_driver_source=cuda"
         )
         return None
-    offer = offers[policy.driver_branch] if policy.driver_branch else source.distribution[-1]
-    if policy.driver_version and policy.driver_version != offer.version:
+    branch = policy.driver_branch or source.distribution[-1].branch
+    # The archive's releases of that branch with this flavour, newest last.
+    offers = sorted(
+        (d for d in source.distribution if d.branch == branch and flavour in d.flavours),
+        key=lambda d: parse_version(d.version),
+    )
+    listed = ", ".join(f"{d.version} ({'/'.join(d.flavours)})" for d in source.distribution)
+    if policy.driver_version:
+        offers = [d for d in offers if d.version == policy.driver_version]
+    if not offers:
+        wanted = policy.driver_version or f"R{branch}"
         notes.blockers.append(
-            f"nvidia_driver_version={policy.driver_version} is not in {os_name}'s archive (it "
-            f"has {offer.version}); fix: pin {offer.version}, or set nvidia_driver_source=cuda"
+            f"{os_name}'s archive has no {flavour} driver {wanted} (it has {listed}); fix: pin "
+            "one of those versions and flavours, or set nvidia_driver_source=cuda"
         )
         return None
+    offer = offers[-1]
     old = _too_old(models, offer.version)
     if old:
         needs = ", ".join(f"{m.model} needs >= {m.min_driver}" for m in old)
@@ -241,7 +256,7 @@ def _driver_role(
         _check_pinned_branch(facts.host, policy.driver_branch, policy.driver_version, models, notes)
     choice: _DriverChoice | None
     if policy.driver_source == "distribution":
-        choice = _distribution_choice(facts, policy, models, catalog, notes)
+        choice = _distribution_choice(facts, policy, models, catalog, notes, flavour)
     else:
         source = catalog.driver_source(facts.os.id, facts.os.version_id) if facts.os else None
         if source is None or source.cuda_repo is None:
@@ -291,9 +306,17 @@ def _driver_role(
         action = f"install {target} {flavour} from {SOURCE_NAMES[policy.driver_source]}"
         action += f" ({choice.why})"
         if loaded is not None:
-            action = f"replace loaded {loaded.version} {loaded.flavour}: " + action
-            if parse_version(loaded.version) > parse_version(version or f"{choice.branch}.999"):
+            newer = parse_version(version or f"{choice.branch}.999")
+            verb = "upgrade" if newer > parse_version(loaded.version) else "replace"
+            if newer < parse_version(loaded.version):
+                verb = "downgrade"
                 notes.warnings.append(f"driver downgrade from {loaded.version} to {target}")
+            action = (
+                f"{verb} {loaded.version} {loaded.flavour} -> {target} {flavour} "
+                f"({choice.why}; from {SOURCE_NAMES[policy.driver_source]}), rolling: drained, "
+                "GPU jobs waited for, clients stopped, driver + fabric manager + nscq in "
+                "lockstep, re-validated, undrained; resumable (driver_upgrade)"
+            )
             if policy.driver_reboot == "forbid":
                 notes.warnings.append(
                     "a loaded driver is replaced and nvidia_driver_reboot=forbid: if its modules "

@@ -31,7 +31,7 @@ except metadata.PackageNotFoundError:  # running from a checkout that was never 
 PLAN_SCHEMA = "gpuprov.plan"
 REPORT_SCHEMA = "gpuprov.report"
 
-HostStatus = Literal["ok", "failed", "unreachable", "blocked"]
+HostStatus = Literal["ok", "failed", "unreachable", "blocked", "not_touched"]
 StageState = Literal["done", "not_run", "not_available", "error"]
 
 
@@ -83,6 +83,8 @@ class HostReport:
             return "unreachable"
         if self.plan is not None and self.plan.blocked:
             return "blocked"
+        if self.apply is not None and not self.apply.touched:
+            return "not_touched"  # the rollout stopped before this host's batch
         if self.apply is not None and not self.apply.succeeded:
             return "failed"
         if self.validation.failed or self.verification.failed:
@@ -101,9 +103,10 @@ class RunReport:
 
     @property
     def exit_code(self) -> int:
-        """1 when any host failed or was unreachable; else 2 when any was blocked; else 0."""
+        """1 when any host failed, was unreachable or was not reached by a stopped rollout;
+        else 2 when any was blocked; else 0."""
         statuses = {h.status for h in self.hosts}
-        if statuses & {"failed", "unreachable"}:
+        if statuses & {"failed", "unreachable", "not_touched"}:
             return EXIT_HOST_FAILED
         if "blocked" in statuses:
             return EXIT_BAD_INPUT
@@ -156,6 +159,7 @@ def _apply_dict(stats: HostApplyStats) -> dict[str, object]:
         "unreachable": stats.unreachable,
         "skipped": stats.skipped,
         "rescued": stats.rescued,
+        "touched": stats.touched,
         "changed_tasks": list(stats.changed_tasks),
         "failed_tasks": list(stats.failed_tasks),
     }
@@ -195,7 +199,9 @@ def report_document(report: RunReport) -> dict[str, object]:
         "finished": report.finished.isoformat(timespec="seconds") if report.finished else None,
         "artifact_dir": report.artifact_dir,
         "exit_code": report.exit_code,
-        "summary": {s: statuses.count(s) for s in ("ok", "failed", "unreachable", "blocked")},
+        "summary": {
+            s: statuses.count(s) for s in ("ok", "failed", "unreachable", "blocked", "not_touched")
+        },
         "hosts": hosts,
     }
 
@@ -280,6 +286,8 @@ def _changed_cell(stats: HostApplyStats | None) -> str:
         return "-"
     if stats.unreachable:
         return "unreachable"
+    if not stats.touched:
+        return "not touched: the rollout stopped before its batch"
     text = f"{stats.changed} changed"
     if stats.changed_tasks:
         shown = stats.changed_tasks[:3]
@@ -335,7 +343,13 @@ def render_report(console: Console, report: RunReport) -> None:
     table = Table(title=title, title_justify="left", show_lines=True)
     for col in ("host", "status", "GPUs", "plan", "changed", "validation", "verification"):
         table.add_column(col, overflow="fold")
-    colours = {"ok": "green", "failed": "red", "unreachable": "red", "blocked": "yellow"}
+    colours = {
+        "ok": "green",
+        "failed": "red",
+        "unreachable": "red",
+        "blocked": "yellow",
+        "not_touched": "yellow",
+    }
     for h in report.hosts:
         table.add_row(
             escape(h.host),

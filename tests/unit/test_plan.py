@@ -280,7 +280,8 @@ def test_replacing_a_loaded_driver_with_reboot_forbidden_warns() -> None:
     p = plan(raw)
     driver = role(p, "nvidia_driver")
     assert driver.change is True
-    assert driver.reason.startswith("replace loaded 535.261.03 open: install R580 open")
+    assert driver.reason.startswith("upgrade 535.261.03 open -> R580 open")
+    assert "rolling: drained" in driver.reason and "resumable (driver_upgrade)" in driver.reason
     assert any("reboot required" in w for w in p.warnings)
     assert any("driver/library mismatch" in w for w in p.warnings)  # NVML still says 580
 
@@ -385,7 +386,7 @@ def test_a_loaded_release_too_old_for_the_gpu_is_replaced_within_its_branch() ->
     p = plan(raw, nvidia_driver_branch=550)
     driver = role(p, "nvidia_driver")
     assert driver.change is True
-    assert driver.reason.startswith("replace loaded 550.54.14 open: install R550 open")
+    assert driver.reason.startswith("upgrade 550.54.14 open -> R550 open")
     assert any("needs >= 550.90.07" in w for w in p.warnings)
 
 
@@ -393,10 +394,26 @@ def test_distribution_version_pin_must_be_what_the_archive_has() -> None:
     raw = variant({0x2330: 8}, (0x22A3, 4), os_release=DEBIAN_12)
     p = plan(raw, nvidia_driver_source="distribution", nvidia_driver_version="535.54.03")
     assert any(
-        "nvidia_driver_version=535.54.03 is not in debian 12's archive" in b for b in p.blockers
+        "debian 12's archive has no open driver 535.54.03 (it has 535.261.03 (open/proprietary), "
+        "535.309.01 (proprietary))" in b
+        for b in p.blockers
     )
     ok = plan(raw, nvidia_driver_source="distribution", nvidia_driver_version="535.261.03")
     assert not ok.blockers
+
+
+def test_debian_12_security_release_is_proprietary_only() -> None:
+    raw = variant({0x2330: 8}, (0x22A3, 4), os_release=DEBIAN_12)
+    opened = plan(raw, nvidia_driver_source="distribution", nvidia_driver_version="535.309.01")
+    assert any("has no open driver 535.309.01" in b for b in opened.blockers)
+    prop = plan(raw, nvidia_driver_source="distribution", nvidia_driver_flavour="proprietary")
+    driver = role(prop, "nvidia_driver")
+    assert not prop.blockers and driver.vars["nvidia_driver_version"] == "535.309.01"
+    auto = role(plan(raw, nvidia_driver_source="distribution"), "nvidia_driver")
+    assert (auto.vars["nvidia_driver_version"], auto.vars["nvidia_driver_flavour"]) == (
+        "535.261.03",
+        "open",
+    )
 
 
 def test_cuda_version_floor() -> None:

@@ -95,7 +95,13 @@ def test_report_document() -> None:
     doc = rep.report_document(report)
     text = json.dumps(doc)
     assert doc["schema"] == "gpuprov.report" and doc["exit_code"] == 1
-    assert doc["summary"] == {"ok": 0, "failed": 1, "unreachable": 1, "blocked": 0}
+    assert doc["summary"] == {
+        "ok": 0,
+        "failed": 1,
+        "unreachable": 1,
+        "blocked": 0,
+        "not_touched": 0,
+    }
     hosts = json.loads(text)["hosts"]
     h = hosts["h200"]
     assert h["status"] == "failed"
@@ -177,3 +183,13 @@ def test_detect_table() -> None:
     assert "2x H200 SXM 141GB (simulated)" in text
     assert "580.159.04 open" in text and "Ubuntu 24.04.3 LTS" in text
     assert "unreachable" in text and "connection refused" in text
+
+
+def test_a_host_the_stopped_rollout_never_reached_is_not_touched() -> None:
+    stats = HostApplyStats(ok=40, failed=1, failed_tasks=("validate: x",))
+    failed = rep.HostReport("n1", apply=stats)
+    never = rep.HostReport("n2", apply=HostApplyStats(touched=False))
+    report = rep.RunReport("apply", (failed, never))
+    assert (failed.status, never.status) == ("failed", "not_touched")
+    doc = rep.report_document(report)
+    assert doc["summary"]["not_touched"] == 1 and report.exit_code == 1
