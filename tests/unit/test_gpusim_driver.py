@@ -230,3 +230,19 @@ def test_module_metadata_comes_from_its_modinfo_section(tmp_path: Path) -> None:
     assert found is not None
     assert (found.version, found.flavour) == ("580.159.04", "open")
     assert driver.gcc_line(found) == "GCC version:  gcc version 14.2.0 (Debian 14.2.0-19) "
+
+
+def test_apt_lists_prefer_the_suites_point_release_kernel(tmp_path: Path) -> None:
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    (lists / "deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages").write_text(
+        "Package: linux-headers-amd64\nVersion: 6.1.176-1\n"
+        "Depends: linux-headers-6.1.0-41-amd64 (= 6.1.176-1)\n"
+    )
+    (lists / "deb.debian.org_debian-security_dists_bookworm-security_main_binary-amd64_Packages"
+     ).write_text(
+        "Package: linux-headers-amd64\nVersion: 6.1.192-3\n"
+        "Depends: linux-headers-6.1.0-57-amd64 (= 6.1.192-3)\n"
+    )  # fmt: skip
+    assert kernel.from_apt_lists(lists, "bookworm") == "6.1.0-41-amd64"
+    assert kernel.from_apt_lists(lists, None) == "6.1.0-57-amd64"

@@ -2,9 +2,13 @@
 
 Test hosts have no apt lists at first boot, and the driver role reads `uname -r` before its
 `apt-get update`; so the lab's preparation step (build-shim) asks Debian's archive for the
-ABI that `linux-headers-<arch>` depends on in <suite>, <suite>-updates and <suite>-security
-(newest version wins), and leaves it in build/kernel-release.<suite> for boot to present.
-This only picks a name: the hosts still verify every package they install with apt.
+ABI that `linux-headers-<arch>` depends on in <suite> itself: the kernel of the suite's point
+release, as on a host installed from the current 12.x / 13.x media (not the newer kernel of
+<suite>-security: Debian 12's packaged open driver 535.261.03 fails to build against
+bookworm-security's 6.1.0-57 headers, `too few arguments to function 'pci_resize_resource'`,
+seen in this lab; docs/debian-nvidia-packages.md). It leaves the name in
+build/kernel-release.<suite> for boot to present. This only picks a name: the hosts still
+verify every package they install with apt.
 """
 
 from __future__ import annotations
@@ -21,17 +25,11 @@ from pathlib import Path
 from gpusim.kernel import headers_abi
 
 MIRROR = "http://deb.debian.org/debian"
-SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 MAX_AGE_S = 12 * 3600
 
 
 def index_urls(suite: str, arch: str = "amd64") -> list[str]:
-    path = f"main/binary-{arch}/Packages.xz"
-    return [
-        f"{MIRROR}/dists/{suite}/{path}",
-        f"{MIRROR}/dists/{suite}-updates/{path}",
-        f"{SECURITY_MIRROR}/dists/{suite}-security/{path}",
-    ]
+    return [f"{MIRROR}/dists/{suite}/main/binary-{arch}/Packages.xz"]
 
 
 def _fetch(url: str) -> str:

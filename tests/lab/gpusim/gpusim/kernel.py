@@ -31,28 +31,36 @@ def headers_abi(package_indexes: Iterable[str]) -> str | None:
     return best[1] if best else None
 
 
-def from_apt_lists(lists_dir: Path) -> str | None:
-    """From the host's own apt lists (present after an apt-get update)."""
-    return headers_abi(p.read_text(errors="replace") for p in sorted(lists_dir.glob("*_Packages")))
+def from_apt_lists(lists_dir: Path, codename: str | None = None) -> str | None:
+    """From the host's own apt lists (present after an apt-get update): the suite's own main
+    index when there is one (the point release's kernel, as archive.py explains), else any."""
+    lists = sorted(lists_dir.glob("*_Packages"))
+    own = [p for p in lists if codename and f"_dists_{codename}_main_" in p.name]
+    return headers_abi(p.read_text(errors="replace") for p in own or lists)
 
 
-def from_prepared(paths: Paths) -> str | None:
-    """What the lab's preparation step resolved from Debian's archive for this suite."""
+def codename(paths: Paths) -> str | None:
     try:
         os_release = paths.at("/etc/os-release").read_text()
     except FileNotFoundError:
         return None
     match = re.search(r"^VERSION_CODENAME=(\w+)", os_release, re.M)
-    if not match:
+    return match.group(1) if match else None
+
+
+def from_prepared(paths: Paths) -> str | None:
+    """What the lab's preparation step resolved from Debian's archive for this suite."""
+    suite = codename(paths)
+    if not suite:
         return None
-    prepared = GPUSIM_DIR / "build" / f"kernel-release.{match.group(1)}"
+    prepared = GPUSIM_DIR / "build" / f"kernel-release.{suite}"
     return prepared.read_text().strip() or None if prepared.exists() else None
 
 
 def choose(paths: Paths, override: str | None) -> str | None:
     if override:
         return override
-    return from_apt_lists(paths.at("/var/lib/apt/lists")) or from_prepared(paths)
+    return from_apt_lists(paths.at("/var/lib/apt/lists"), codename(paths)) or from_prepared(paths)
 
 
 def write(paths: Paths, release: str) -> None:
