@@ -55,7 +55,7 @@ def test_instances_and_compute_instances() -> None:
     assert gis[0] == GpuInstanceRow(0, "3g.71gb", 9, 2, 0, 4)
     assert [g.name for g in gis] == ["3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb"]
     cis = parse_lci((DERIVED / "nvidia-smi-mig-lci.txt").read_text())
-    assert cis[0] == ComputeInstanceRow(0, 2, "3g.71gb", 0, 0, 0, 4)
+    assert cis[0] == ComputeInstanceRow(0, 2, "3g.71gb", 2, 0, 0, 3)
     assert [c.gpu_instance_id for c in cis] == [g.instance_id for g in gis]
 
 
