@@ -39,6 +39,12 @@ step "plan"; time provision plan -i "$inv" --json > "$out/plan.json"; cat "$out/
 step "whole pipeline, check mode"
 time provision -i "$inv" --check --report "$out/pipeline-check.json"
 echo "exit=$?"
+step "validate (on the host: no Docker here)"
+time provision validate -i "$inv" --report "$out/validate.json"
+echo "exit=$?"
+step "verify (testinfra, connection local)"
+time provision verify -i "$inv" --report "$out/verify.json"
+echo "exit=$?"
 step "check-driver playbook"
 ansible-playbook -i localhost, -c local playbooks/check-driver.yml --check --diff
 echo "exit=$?"
