@@ -52,6 +52,13 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         metavar="P",
         help="stop the rollout when more than P%% of a batch failed",
     )
+    parser.add_argument(
+        "--max-unavailable",
+        default=d(None),
+        metavar="N|P%",
+        help="at most this many hosts out of service at once, counting hosts an unfinished "
+        "driver upgrade left drained",
+    )
     parser.add_argument("--json", action="store_true", default=d(False), help="print JSON")
     parser.add_argument("-v", "--verbose", action="count", default=d(0))
 

@@ -142,6 +142,21 @@ class XidEvent:
 
 
 @dataclass(frozen=True)
+class UpgradeState:
+    """roles/driver_upgrade's record on the host (/var/lib/gpuprov/upgrade.json)."""
+
+    target: str  # "535.309.01 proprietary"
+    status: str  # in_progress | failed | done
+    failed_step: str
+    done: tuple[str, ...]
+
+    @property
+    def drained(self) -> bool:
+        """An unfinished upgrade drained the host and has not undrained it."""
+        return self.status in ("in_progress", "failed") and "drain" in self.done
+
+
+@dataclass(frozen=True)
 class HostFacts:
     host: str
     os: OsInfo | None
@@ -161,6 +176,7 @@ class HostFacts:
     services: dict[str, ServiceState] = field(default_factory=dict)  # "docker" -> state
     xids: tuple[XidEvent, ...] = ()
     uptime_s: float | None = None  # /proc/uptime when detected; ages Xid events
+    upgrade: UpgradeState | None = None  # a driver upgrade recorded on the host, if any
 
     @property
     def nvidia_pci(self) -> tuple[PciDevice, ...]:

@@ -26,6 +26,7 @@ from rich.markup import escape
 
 from orchestrator import apply as apply_mod
 from orchestrator import report as rep
+from orchestrator import rollout
 from orchestrator.catalog import Catalog, default_catalog
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError
 from orchestrator.facts import HostFacts
@@ -289,6 +290,19 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
         console.print(f"[yellow]blocked[/] {host}: {escape('; '.join(plans[host].blockers))}")
     if not targets:
         return _Applied(fleet, detected, policies, plans, None)
+    max_unavailable = getattr(args, "max_unavailable", None)
+    serial = rollout.batch_size(
+        args.serial, max_unavailable, targets, detected.facts, len(fleet.hosts)
+    )
+    if max_unavailable is not None:
+        away = rollout.drained_elsewhere(detected.facts, targets)
+        console.print(
+            f"rollout: batches of {serial} host(s) (--serial {args.serial or 'all'}, "
+            f"--max-unavailable {max_unavailable}"
+            + (f"; drained by an unfinished upgrade: {', '.join(away)}" if away else "")
+            + ")",
+            highlight=False,
+        )
     run_dir = apply_mod.new_run_dir()
     assert fleet.inventory_path is not None
     from orchestrator.progress import ApplyProgress
@@ -300,7 +314,7 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
             host_vars={h: plans[h].role_vars() for h in targets},
             run_dir=run_dir,
             check=args.check,
-            serial=args.serial,
+            serial=serial,
             max_fail_percent=args.max_fail_percent,
             verbosity=args.verbose,
             on_event=progress,

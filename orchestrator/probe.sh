@@ -241,6 +241,8 @@ if [ -d /etc/cdi ] || [ -d /var/run/cdi ]; then
     cap cdi-specs.txt cdi_specs
 fi
 have nvidia-ctk && bg cap nvidia-ctk-version.txt nvidia-ctk --version
+# an unfinished driver upgrade leaves the host drained (roles/driver_upgrade)
+[ -f /var/lib/gpuprov/upgrade.json ] && cap gpuprov-upgrade.txt cat /var/lib/gpuprov/upgrade.json
 # the lab's GPU simulator marker (tests/lab/gpusim): every GPU fact of this host is simulated
 for f in /etc/gpusim/profile.yaml /etc/gpusim/profile; do
     if [ -f "$f" ]; then

@@ -8,10 +8,11 @@ planner and the report can say so; the other facts are still built.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from orchestrator.facts import HostFacts, RuntimeInfo, ServiceState, SmiGpu
+from orchestrator.facts import HostFacts, RuntimeInfo, ServiceState, SmiGpu, UpgradeState
 from orchestrator.parsers import names
 from orchestrator.parsers._text import ParseError, split_exit
 from orchestrator.parsers.driver_version import parse_driver_version
@@ -74,6 +75,23 @@ class _Collector:
                 self.errors.append(f"{name}: exit {out.exit_code}: {first}")
 
 
+def _upgrade_state(text: str) -> UpgradeState | None:
+    body = split_exit(text).body
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise ParseError(names.UPGRADE_STATE, f"not JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ParseError(names.UPGRADE_STATE, "not a JSON object")
+    done = data.get("done", [])
+    return UpgradeState(
+        target=str(data.get("target", "")),
+        status=str(data.get("status", "")),
+        failed_step=str(data.get("failed_step", "")),
+        done=tuple(str(d) for d in done) if isinstance(done, list) else (),
+    )
+
+
 def _uptime(text: str) -> float | None:
     try:
         return float(split_exit(text).body.split()[0])
@@ -124,6 +142,7 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
     no_links: tuple[NvLinkGpu, ...] = ()
     nvlinks = c.parse(names.SMI_NVLINK_S, parse_nvlink_status, no_links)
     kernel_log = c.parse(names.KERNEL_LOG, parse_kernel_log, None)
+    upgrade = c.parse(names.UPGRADE_STATE, _upgrade_state, None)  # before errors is read
     return HostFacts(
         host=host,
         os=c.parse(names.OS_RELEASE, parse_os_release, None),
@@ -143,4 +162,5 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
         services=services,
         xids=kernel_log.xids if kernel_log else (),
         uptime_s=c.parse(names.PROC_UPTIME, _uptime, None),
+        upgrade=upgrade,
     )

@@ -38,12 +38,14 @@ CDI_SPECS = "cdi-specs.txt"
 NVIDIA_CTK_VERSION = "nvidia-ctk-version.txt"
 GPUSIM = "gpusim.txt"
 PROC_UPTIME = "proc-uptime.txt"
+UPGRADE_STATE = "gpuprov-upgrade.txt"  # roles/driver_upgrade's state file (JSON)
 
 # Files the probe writes (nccl-tests, torch and measure-* come from validation, not detection).
 PROBE_FILES: tuple[str, ...] = (
     OS_RELEASE,
     UNAME_R,
     PROC_UPTIME,
+    UPGRADE_STATE,
     SECURE_BOOT,
     SYSFS_PCI,
     PROC_DRIVER_VERSION,
