@@ -38,7 +38,7 @@ def runtime_lab(request: pytest.FixtureRequest) -> RunningLab:
 
 @pytest.fixture(scope="module")
 def policy(runtime_lab: RunningLab) -> dict[str, object]:
-    return lab_repo_vars()
+    return lab_repo_vars(runtime_lab.name)
 
 
 @pytest.fixture(scope="module")

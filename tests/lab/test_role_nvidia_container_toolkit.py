@@ -21,7 +21,7 @@ import pytest
 from orchestrator.lab.running import RunningLab, attach
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from aptrepo.converge import BUILD_AND_RUN, STATE_DIR, Run, converge, lab_repo_vars
+from aptrepo.converge import BUILD_AND_RUN, STATE_DIR, Run, converge, lab_network, lab_repo_vars
 from aptrepo.packages import TOOLKIT_VERSIONS
 from aptrepo.serve import ensure_served
 
@@ -50,7 +50,7 @@ def runtime_lab(request: pytest.FixtureRequest) -> RunningLab:
 
 @pytest.fixture(scope="module")
 def policy(runtime_lab: RunningLab) -> dict[str, object]:
-    return {**lab_repo_vars(), "nvidia_container_toolkit_version": OLD}
+    return {**lab_repo_vars(runtime_lab.name), "nvidia_container_toolkit_version": OLD}
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_packages_are_pinned_and_held(runtime_lab: RunningLab, converged: tuple[
 def test_repository_is_verified_with_the_served_key(
     runtime_lab: RunningLab, policy: dict[str, object], converged: tuple[Run, Run]
 ) -> None:
-    fingerprint = ensure_served(STATE_DIR).fingerprint
+    fingerprint = ensure_served(STATE_DIR, network=lab_network(runtime_lab.name)).fingerprint
     for host in runtime_lab.hosts:
         sources = sh(runtime_lab, host, f"cat {SOURCES}")
         assert f"Signed-By: {KEYRING}" in sources

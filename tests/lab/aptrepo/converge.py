@@ -45,10 +45,17 @@ class Run:
         return {host: r.changed for host, r in self.recap.items()}
 
 
-def lab_repo_vars() -> dict[str, object]:
-    """Serve the test doubles (the one server `provision lab up` also uses: on the default
-    bridge's gateway, which every lab network reaches); the policy that points at them."""
-    return lab_policy(ensure_served(STATE_DIR))
+def lab_network(lab_name: str) -> str:
+    return f"gpuprov-lab-{lab_name}"
+
+
+def lab_repo_vars(lab_name: str) -> dict[str, object]:
+    """Serve the test doubles on the lab's own network gateway; the policy pointing there.
+
+    Not on the default bridge's 172.17.0.1: once the docker role has run, the lab host's own
+    Docker owns 172.17.0.1 (its docker0) and the host can no longer reach this machine there.
+    """
+    return lab_policy(ensure_served(STATE_DIR, network=lab_network(lab_name)))
 
 
 def parse_recap(output: str) -> dict[str, HostRecap]:
