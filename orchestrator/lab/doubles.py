@@ -3,8 +3,9 @@
 That repository (stand-ins for NVIDIA-only packages: nvidia-container-toolkit,
 nvidia-fabricmanager-<branch>, libnvidia-nscq-<branch>) is test code owned beside the
 simulator; the lab only starts it on this machine and writes the role variables it
-returns into the lab's group_vars. One server, on the default Docker bridge's gateway,
-serves every lab (each lab network reaches that address); the last `lab down` stops it.
+returns into the lab's group_vars. Each lab has its own server, bound to its own network's
+gateway (not Docker's default bridge: once the docker role runs on a test host, that host's
+own docker0 takes 172.17.0.1 and would hide this machine's); `lab down` stops it.
 """
 
 from __future__ import annotations
@@ -37,18 +38,20 @@ def _module(aptrepo_dir: Path) -> Any | None:
         ) from exc
 
 
-def serve(aptrepo_dir: Path, state_dir: Path) -> dict[str, object] | None:
-    """Build and serve the repository (idempotent); its role variables, or None without one."""
+def serve(aptrepo_dir: Path, state_dir: Path, network: str) -> dict[str, object] | None:
+    """Build and serve the repository on `network` (idempotent); its role variables, or None
+    without one."""
     aptrepo = _module(aptrepo_dir)
     if aptrepo is None:
         return None
     try:
-        repo = aptrepo.ensure_served(state_dir)
+        repo = aptrepo.ensure_served(state_dir, network=network)
         policy: Mapping[str, object] = aptrepo.lab_policy(repo)
     except (RuntimeError, OSError) as exc:
         raise LabError(
             f"the local apt repository of test doubles could not be served: {exc}",
-            fix=f"read {state_dir / 'server.log'}; check `docker network inspect bridge`",
+            fix=f"read {state_dir / f'server-{network}.log'}; check `docker network inspect "
+            f"{network}`",
         ) from exc
     return dict(policy)
 
@@ -59,7 +62,7 @@ def split_owned(variables: Mapping[str, object]) -> tuple[dict[str, object], lis
     return kept, sorted(set(variables) - set(kept))
 
 
-def stop(aptrepo_dir: Path, state_dir: Path) -> bool:
-    """Stop the repository server; True when one was running."""
+def stop(aptrepo_dir: Path, state_dir: Path, network: str) -> bool:
+    """Stop the repository server of `network`; True when one was running."""
     aptrepo = _module(aptrepo_dir)
-    return bool(aptrepo.stop(state_dir)) if aptrepo is not None else False
+    return bool(aptrepo.stop(state_dir, network)) if aptrepo is not None else False

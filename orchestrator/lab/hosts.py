@@ -333,7 +333,7 @@ def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) ->
             gpusim_dir=gpusim if gpusim.is_dir() else None,
         )
         started[name] = _create(spec, paths)
-    repo_vars = doubles.serve(APTREPO_DIR, _aptrepo_state())
+    repo_vars = doubles.serve(APTREPO_DIR, _aptrepo_state(), network)
     if repo_vars is not None:
         repo_vars, dropped = doubles.split_owned(repo_vars)
         if dropped:
@@ -357,12 +357,12 @@ def down(lab: str) -> Removed:
     if vols:
         engine.docker(["volume", "rm", *vols])
     nets = tuple(engine.networks({LAB_LABEL: lab}))
+    for net in nets:
+        doubles.stop(APTREPO_DIR, _aptrepo_state(), net)  # the lab's own repository server
     if nets:
         engine.docker(["network", "rm", *nets])
     shutil.rmtree(lab_paths(lab).root, ignore_errors=True)
     forget_facts((to_lab_host(c).name for c in found), REPO_ROOT / ".cache" / "facts")
-    if not engine.containers({LAB_LABEL: ""}):
-        doubles.stop(APTREPO_DIR, _aptrepo_state())  # the last lab is gone
     return Removed(names, vols, nets)
 
 

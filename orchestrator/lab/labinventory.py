@@ -77,7 +77,7 @@ def render_lab_vars(lab: str, gateway: str, repo_vars: Mapping[str, object] | No
 gpuprov_lab: true
 gpuprov_lab_name: {lab}
 # This machine as the test hosts reach it on the lab's own network (its
-# gateway); the test-double repository below listens on Docker's default bridge.
+# gateway); the test-double repository below listens there too.
 gpuprov_lab_gateway: {gateway}
 
 # Debian's own nvidia-driver packages (non-free): no NVIDIA repository is

@@ -14,19 +14,19 @@ from orchestrator.lab import doubles
 STAND_IN = """
 from pathlib import Path
 
-def ensure_served(state_dir: Path):
+def ensure_served(state_dir: Path, *, network: str):
     state_dir.mkdir(parents=True, exist_ok=True)
-    (state_dir / "served").write_text("yes")
+    (state_dir / "served").write_text(network)
     if (state_dir / "broken").exists():
         raise RuntimeError("port 8089 taken")
-    return "http://172.17.0.1:8089"
+    return "http://10.213.7.1:8089"
 
 def lab_policy(repo):
     return {"nvidia_container_toolkit_repo_key_url": repo + "/gpgkey", "docker_source": "distro"}
 
-def stop(state_dir: Path):
+def stop(state_dir: Path, network: str):
     served = state_dir / "served"
-    if served.exists():
+    if served.exists() and served.read_text() == network:
         served.unlink()
         return True
     return False
@@ -45,22 +45,23 @@ def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_serves_and_returns_the_repository_variables(stand_in: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
-    variables = doubles.serve(stand_in, state)
+    variables = doubles.serve(stand_in, state, "gpuprov-lab-a")
     assert variables == {
-        "nvidia_container_toolkit_repo_key_url": "http://172.17.0.1:8089/gpgkey",
+        "nvidia_container_toolkit_repo_key_url": "http://10.213.7.1:8089/gpgkey",
         "docker_source": "distro",
     }
-    assert (state / "served").read_text() == "yes"
-    assert doubles.stop(stand_in, state) is True
-    assert doubles.stop(stand_in, state) is False
+    assert (state / "served").read_text() == "gpuprov-lab-a"  # the lab's own network
+    assert doubles.stop(stand_in, state, "gpuprov-lab-b") is False
+    assert doubles.stop(stand_in, state, "gpuprov-lab-a") is True
+    assert doubles.stop(stand_in, state, "gpuprov-lab-a") is False
 
 
 def test_the_lab_keeps_its_own_policy_over_the_repository(stand_in: Path, tmp_path: Path) -> None:
-    variables = doubles.serve(stand_in, tmp_path / "state")
+    variables = doubles.serve(stand_in, tmp_path / "state", "gpuprov-lab-a")
     assert variables is not None
     kept, dropped = doubles.split_owned(variables)
     assert dropped == ["docker_source"]
-    assert kept == {"nvidia_container_toolkit_repo_key_url": "http://172.17.0.1:8089/gpgkey"}
+    assert kept == {"nvidia_container_toolkit_repo_key_url": "http://10.213.7.1:8089/gpgkey"}
 
 
 def test_a_failing_server_is_a_lab_error_naming_its_log(stand_in: Path, tmp_path: Path) -> None:
@@ -68,10 +69,10 @@ def test_a_failing_server_is_a_lab_error_naming_its_log(stand_in: Path, tmp_path
     state.mkdir()
     (state / "broken").touch()
     with pytest.raises(LabError, match="port 8089 taken") as err:
-        doubles.serve(stand_in, state)
-    assert err.value.fix is not None and str(state / "server.log") in err.value.fix
+        doubles.serve(stand_in, state, "gpuprov-lab-a")
+    assert err.value.fix is not None and str(state / "server-gpuprov-lab-a.log") in err.value.fix
 
 
 def test_without_the_repository_code_there_is_nothing_to_serve(tmp_path: Path) -> None:
-    assert doubles.serve(tmp_path / "absent", tmp_path / "state") is None
-    assert doubles.stop(tmp_path / "absent", tmp_path / "state") is False
+    assert doubles.serve(tmp_path / "absent", tmp_path / "state", "gpuprov-lab-a") is None
+    assert doubles.stop(tmp_path / "absent", tmp_path / "state", "gpuprov-lab-a") is False
