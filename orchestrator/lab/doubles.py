@@ -20,7 +20,7 @@ from orchestrator.errors import LabError
 
 # Lab policy the lab engine itself sets (labinventory.render_lab_vars); the repository's
 # variables may not change these.
-LAB_OWNED = frozenset({"nvidia_driver_source", "docker_source"})
+LAB_OWNED = frozenset({"nvidia_driver_source", "nvidia_driver_flavour", "docker_source"})
 
 
 def _module(aptrepo_dir: Path) -> Any | None:

@@ -83,6 +83,11 @@ gpuprov_lab_gateway: {gateway}
 # Debian's own nvidia-driver packages (non-free): no NVIDIA repository is
 # reachable from the lab.
 nvidia_driver_source: distribution
+# The proprietary kernel modules: Debian 13's open 550.163.01 does not build
+# against trixie's current kernel, and the open build of Debian 12's 535.261.03
+# takes over 20 minutes on 2 cores (docs/debian-nvidia-packages.md). Both
+# flavours are real DKMS builds.
+nvidia_driver_flavour: proprietary
 # Debian's docker.io: Docker's repository is not reachable from the lab either.
 docker_source: distribution
 

@@ -1,0 +1,223 @@
+"""Reprovisioning after a driver upgrade, on the session lab's Debian 12 host (real packages).
+
+The session lab's hosts are first converged through the product (`provision apply`): the
+Debian 12 host runs Debian's packaged driver 535.261.03 (bookworm, proprietary modules: the
+lab's policy). The policy then moves it to 535.309.01 (bookworm-security), as a user bumping
+the driver in the inventory would, and `provision apply` runs a
+rolling upgrade with `--serial 1`: drain hook, GPU jobs waited for, clients stopped, driver +
+fabric manager + nscq upgraded in lockstep (DKMS really builds 535.309.01), re-validated,
+undrain hook. Scenarios, in order (one DKMS build in all, to keep CI lean):
+
+1. The run is killed while the host is being re-validated: the host stays drained and its
+   state file says where it stopped.
+2. A rerun with an Xid in the kernel log (gpusim fault) resumes at the validation, which now
+   fails: the host stays drained, the rollout stops (max fail 0) and the Debian 13 host, next
+   in the rollout, is not touched.
+3. With the fault cleared, a rerun resumes at the validation again, passes, runs the undrain
+   hook, and `provision verify` passes at the new version.
+
+Simulated: the GPUs, loading the module DKMS built, nvidia-smi, the kernel log (gpusim); the
+fabric manager and nscq packages are signed test doubles (tests/lab/aptrepo).
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator.lab.running import RunningLab
+
+pytestmark = [pytest.mark.lab, pytest.mark.lab_last]
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+HOOKS = "/var/log/gpuprov-upgrade-hooks.log"
+STATE = "/var/lib/gpuprov/upgrade.json"
+OLD, NEW = "535.261.03", "535.309.01"
+
+UPGRADE_POLICY: dict[str, Any] = {
+    "nvidia_driver_version": NEW,
+    "nvidia_driver_reboot": "allow",
+    "driver_upgrade_drain_command": f'echo "drain $(date +%s.%N)" >> {HOOKS}',
+    "driver_upgrade_undrain_command": f'echo "undrain $(date +%s.%N)" >> {HOOKS}',
+}
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def provision_cmd(lab: RunningLab, report: Path, *args: str) -> list[str]:
+    return [
+        str(BIN / "provision"), "--inventory", str(lab.inventory), "--report", str(report), *args
+    ]  # fmt: skip
+
+
+def provision(lab: RunningLab, report: Path, *args: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        provision_cmd(lab, report, *args),
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
+    assert report.exists(), f"provision {args} wrote no report: {proc.stderr[-4000:]}"
+    data: dict[str, Any] = json.loads(report.read_text())
+    data["_output"] = proc.stdout + proc.stderr
+    return data
+
+
+class Node:
+    def __init__(self, lab: RunningLab, name: str) -> None:
+        self.lab, self.name = lab, name
+
+    def sh(self, command: str, *, ok: bool = True) -> str:
+        done = self.lab.ssh(self.name, command, timeout=300)
+        if ok:
+            assert done.returncode == 0, f"{self.name}: {command}: {done.stdout}{done.stderr}"
+        return done.stdout
+
+    def state(self) -> dict[str, Any]:
+        text = self.sh(f"cat {STATE} 2>/dev/null || echo '{{}}'")
+        data: dict[str, Any] = json.loads(text)
+        return data
+
+    def hooks(self) -> list[str]:
+        text = self.sh(f"cat {HOOKS} 2>/dev/null || true")
+        return [line.split()[0] for line in text.splitlines() if line.strip()]
+
+    def loaded(self) -> str:
+        return self.sh("cat /proc/driver/nvidia/version 2>/dev/null || true")
+
+
+@pytest.fixture(scope="module")
+def upgrade(
+    lab: RunningLab, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[RunningLab, Node, Node, Path]]:
+    work = tmp_path_factory.mktemp("upgrade")
+    old = Node(lab, lab.host_for("debian12"))
+    other = Node(lab, lab.host_for("debian13"))
+    # Both hosts converged at the lab's planned driver (no change if an earlier test did it).
+    first = provision(lab, work / "converge.json", "apply")
+    assert first["exit_code"] == 0, first["_output"][-4000:]
+    assert f" {OLD} " in old.loaded(), old.loaded()
+    host_vars = lab.inventory.parent / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    policy_file = host_vars / f"{old.name}.yml"
+    policy_file.write_text("---\n" + yaml.safe_dump(UPGRADE_POLICY))
+    # Both hosts take part in the rollout: the Debian 13 host gets the hook policy too.
+    (host_vars / f"{other.name}.yml").write_text(
+        "---\n" + yaml.safe_dump({k: v for k, v in UPGRADE_POLICY.items() if "drain" in k})
+    )
+    yield lab, old, other, work
+    policy_file.unlink(missing_ok=True)
+    (host_vars / f"{other.name}.yml").unlink(missing_ok=True)
+    old.sh("gpusim fault xid off", ok=False)
+
+
+def _plan_roles(report: Mapping[str, Any], host: str) -> Mapping[str, Any]:
+    roles = report["hosts"][host]["plan"]["roles"]
+    return {r["name"]: r for r in roles}
+
+
+def test_plan_shows_the_upgrade_and_leaves_other_hosts_alone(
+    upgrade: tuple[RunningLab, Node, Node, Path],
+) -> None:
+    lab, old, other, work = upgrade
+    report = provision(lab, work / "plan.json", "plan")
+    driver = _plan_roles(report, old.name)["nvidia_driver"]
+    assert driver["change"] is True
+    assert f"upgrade {OLD} proprietary -> {NEW} proprietary" in driver["reason"], driver["reason"]
+    assert _plan_roles(report, other.name)["nvidia_driver"]["change"] is False
+
+
+def test_killed_during_validation_stays_drained_with_its_state(
+    upgrade: tuple[RunningLab, Node, Node, Path],
+) -> None:
+    lab, old, _, work = upgrade
+    slow = lab.inventory.parent / "host_vars" / f"{old.name}.yml"
+    slow.write_text(
+        "---\n" + yaml.safe_dump({**UPGRADE_POLICY, "driver_upgrade_validate_command": "sleep 900"})
+    )
+    # A training job holds the GPUs: the upgrade must wait for it before the driver changes.
+    old.sh("setsid gpusim job 40 --gpu 2 --name train.py >/dev/null 2>&1 < /dev/null &")
+    job_started = time.time()
+    proc = subprocess.Popen(
+        provision_cmd(lab, work / "killed.json", "apply", "--serial", "1"),
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 3000
+        while time.monotonic() < deadline:
+            if "refresh-runtime" in old.state().get("done", []):
+                break
+            assert proc.poll() is None, "provision ended before the validation step"
+            time.sleep(5)
+        else:
+            pytest.fail("the upgrade never reached its validation step")
+        time.sleep(5)  # the acceptance command (sleep 900) is now running
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    old.sh("pkill -f 'sleep 900' || true")
+    slow.write_text("---\n" + yaml.safe_dump(UPGRADE_POLICY))
+    state = old.state()
+    assert state["status"] == "in_progress" and state["target"] == f"{NEW} proprietary"
+    assert state["done"][-1] == "refresh-runtime" and "undrain" not in state["done"]
+    assert f" {NEW} " in old.loaded(), "the new driver is installed and loaded"
+    assert old.hooks() == ["drain"], "drained once, not undrained"
+    waited = next(h for h in state["history"] if h["step"] == "wait-jobs")
+    waited_until = calendar.timegm(time.strptime(waited["at"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert waited_until >= job_started + 35, "the driver changed while a GPU job still ran"
+
+
+def test_rerun_resumes_fails_validation_and_stops_the_rollout(
+    upgrade: tuple[RunningLab, Node, Node, Path],
+) -> None:
+    lab, old, other, work = upgrade
+    old.sh("gpusim fault xid on")
+    report = provision(
+        lab, work / "failed.json", "apply", "--serial", "1", "--max-fail-percent", "0"
+    )
+    assert report["exit_code"] == 1
+    state = old.state()
+    assert state["status"] == "failed" and state["failed_step"] == "validate", state
+    resumed = [h["step"] for h in state["history"]]
+    assert resumed.count("drain") == 1 and "install" in state["done"], state
+    assert old.hooks() == ["drain"], "still drained"
+    host = report["hosts"][old.name]
+    assert host["status"] == "failed"
+    untouched = report["hosts"][other.name]
+    assert untouched["status"] == "not_touched", untouched
+
+
+def test_rerun_after_the_fix_completes_and_verifies(
+    upgrade: tuple[RunningLab, Node, Node, Path],
+) -> None:
+    lab, old, _, work = upgrade
+    old.sh("gpusim fault xid off")
+    old.sh("dmesg -C 2>/dev/null || true")
+    report = provision(lab, work / "done.json", "apply", "--serial", "1", "--limit", old.name)
+    assert report["exit_code"] == 0, report["_output"][-4000:]
+    state = old.state()
+    assert state["status"] == "done" and state["done"][-1] == "undrain", state
+    assert old.hooks() == ["drain", "undrain"]
+    verify = provision(lab, work / "verify.json", "--limit", old.name, "verify")
+    assert verify["exit_code"] == 0, verify["_output"][-4000:]
