@@ -137,6 +137,7 @@ def converged(verify_lab: RunningLab) -> Converged:
 @pytest.mark.parametrize("os_name", ["debian12", "debian13"])
 def test_suite_passes_on_a_converged_host(converged: Converged, os_name: str) -> None:
     host = converged.lab.host_for(os_name)
+    assert host in converged.report["hosts"], f"{host} is not in the converge's report"
     assert converged.report["hosts"][host]["apply"], f"{host} was not applied"
     found = checks(converged.report, host)
     assert not failures(converged.report, host), failures(converged.report, host)
