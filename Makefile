@@ -22,11 +22,12 @@ images: engine venv
 demo: setup
 	./scripts/demo.sh
 
+# The venv's bin on PATH: testinfra's Ansible backend runs ansible-inventory from PATH.
 test: setup
-	$(VENV)/bin/pytest -q -p no:cacheprovider tests
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest -q -p no:cacheprovider tests
 
 test-unit: venv
-	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not lab" tests
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest -q -p no:cacheprovider -m "not lab" tests
 
 lint: venv
 	$(VENV)/bin/ruff check orchestrator tests bench
