@@ -375,7 +375,8 @@ def run_verify(args: argparse.Namespace) -> int:
     fleet, detected = _detect_fleet(args, console)
     _, plans = _plan(detected.facts, fleet.hostvars, default_catalog())
     hosts = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
-    verification = _verify_hosts(fleet, hosts, plans, apply_mod.new_run_dir()) if hosts else {}
+    run_dir = apply_mod.new_run_dir() if hosts else None
+    verification = _verify_hosts(fleet, hosts, plans, run_dir) if run_dir else {}
     reports = rep.host_reports(
         fleet.hosts,
         facts=detected.facts,
@@ -383,7 +384,8 @@ def run_verify(args: argparse.Namespace) -> int:
         plans=plans,
         verification=verification,
     )
-    return _finish(args, console, rep.RunReport("verify", reports))
+    artifacts = str(run_dir) if run_dir else None  # where verify-junit.xml lies
+    return _finish(args, console, rep.RunReport("verify", reports, artifact_dir=artifacts))
 
 
 def run_all(args: argparse.Namespace) -> int:
