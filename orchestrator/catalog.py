@@ -130,6 +130,10 @@ class DriverSource:
     cuda_repo: str | None  # None: NVIDIA's CUDA repository has no path for this OS
     any_distribution_branch: bool  # the archive has per-branch packages (Ubuntu)
     distribution: tuple[DistributionDriver, ...]
+    # The flavour to take from the archive when the policy says auto and the GPUs allow both,
+    # with why (e.g. the packaged open modules do not build against the current kernel).
+    preferred_flavour: str | None = None
+    preferred_why: str = ""
 
 
 @dataclass(frozen=True)
@@ -400,12 +404,17 @@ def _driver_source(data: object, index: int) -> DriverSource:
             drivers.append(
                 DistributionDriver(d.req_int("branch"), version, tuple(cast(list[str], flavours)))
             )
+    preferred = e.text("preferred_flavour", optional=True)
+    if preferred not in (None, "open", "proprietary"):
+        raise e._bad("preferred_flavour", "open or proprietary")
     return DriverSource(
         os_id=e.req_str("os"),
         os_version=e.req_str("version"),
         cuda_repo=e.text("cuda_repo", optional=True),
         any_distribution_branch=raw == "any",
         distribution=tuple(drivers),
+        preferred_flavour=preferred,
+        preferred_why=e.text("preferred_why", optional=True) or "",
     )
 
 

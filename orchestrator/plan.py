@@ -252,6 +252,21 @@ def _driver_role(
                 "cannot be checked against it"
             )
     flavour = _flavour(models, policy, notes)
+    source_info = catalog.driver_source(facts.os.id, facts.os.version_id) if facts.os else None
+    if (
+        policy.driver_source == "distribution"
+        and policy.driver_flavour == "auto"
+        and source_info is not None
+        and source_info.preferred_flavour
+        and source_info.preferred_flavour != flavour
+        and not any(m.open_modules == "required" for m in models)
+        and not any(m.open_modules == "unsupported" for m in models)
+    ):
+        notes.warnings.append(
+            f"{source_info.preferred_flavour} kernel modules instead of {flavour}: "
+            f"{source_info.preferred_why} (catalog); set nvidia_driver_flavour to choose"
+        )
+        flavour = source_info.preferred_flavour
     if policy.driver_branch is not None:
         _check_pinned_branch(facts.host, policy.driver_branch, policy.driver_version, models, notes)
     choice: _DriverChoice | None

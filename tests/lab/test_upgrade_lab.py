@@ -1,18 +1,17 @@
-"""Reprovisioning after a driver upgrade, on the session lab's Debian 12 host (real packages).
+"""Reprovisioning after a driver upgrade, on a lab of its own (Debian 12, real packages).
 
-The session lab's hosts are first converged through the product (`provision apply`): the
-Debian 12 host runs Debian's packaged driver 535.261.03 (bookworm, proprietary modules: the
-lab's policy). The policy then moves it to 535.309.01 (bookworm-security), as a user bumping
-the driver in the inventory would, and `provision apply` runs a
-rolling upgrade with `--serial 1`: drain hook, GPU jobs waited for, clients stopped, driver +
-fabric manager + nscq upgraded in lockstep (DKMS really builds 535.309.01), re-validated,
-undrain hook. Scenarios, in order (one DKMS build in all, to keep CI lean):
+Two Debian 12 p5 hosts. The first is converged through the product (`provision apply`) at
+Debian's packaged 535.261.03 (bookworm, proprietary modules: the lab's policy), pinned in its
+host_vars. The policy then moves the fleet to 535.309.01 (bookworm-security), as a user
+bumping the driver in the inventory would, and `provision apply --serial 1` rolls: drain hook,
+GPU jobs waited for, clients stopped, driver + fabric manager + nscq upgraded in lockstep
+(DKMS really builds 535.309.01), re-validated, undrain hook. Scenarios, in order:
 
-1. The run is killed while the host is being re-validated: the host stays drained and its
+1. The run is killed while the first host is being re-validated: it stays drained, and its
    state file says where it stopped.
 2. A rerun with an Xid in the kernel log (gpusim fault) resumes at the validation, which now
-   fails: the host stays drained, the rollout stops (max fail 0) and the Debian 13 host, next
-   in the rollout, is not touched.
+   fails: the host stays drained, the rollout stops (max fail 0) and the second host, next in
+   the rollout, is not touched (it never needs a driver: two DKMS builds in all).
 3. With the fault cleared, a rerun resumes at the validation again, passes, runs the undrain
    hook, and `provision verify` passes at the new version.
 
@@ -36,9 +35,10 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.lab.running import RunningLab
+from orchestrator.lab import hosts
+from orchestrator.lab.running import RunningLab, attach
 
-pytestmark = [pytest.mark.lab, pytest.mark.lab_last]
+pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -105,27 +105,34 @@ class Node:
 
 @pytest.fixture(scope="module")
 def upgrade(
-    lab: RunningLab, tmp_path_factory: pytest.TempPathFactory
+    scratch_lab_name: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[RunningLab, Node, Node, Path]]:
+    name = scratch_lab_name("upgrade")
+    keep = os.environ.get("GPUPROV_LAB_KEEP") == "1"
+    if not keep:
+        hosts.down(name)
+    hosts.up(name, "p5.48xlarge", 2, "debian12", say=lambda _: None)
+    lab = attach(name, "p5.48xlarge")
     work = tmp_path_factory.mktemp("upgrade")
-    old = Node(lab, lab.host_for("debian12"))
-    other = Node(lab, lab.host_for("debian13"))
-    # Both hosts converged at the lab's planned driver (no change if an earlier test did it).
-    first = provision(lab, work / "converge.json", "apply")
-    assert first["exit_code"] == 0, first["_output"][-4000:]
-    assert f" {OLD} " in old.loaded(), old.loaded()
+    first, second = (Node(lab, h) for h in lab.hosts)
     host_vars = lab.inventory.parent / "host_vars"
     host_vars.mkdir(exist_ok=True)
-    policy_file = host_vars / f"{old.name}.yml"
-    policy_file.write_text("---\n" + yaml.safe_dump(UPGRADE_POLICY))
-    # Both hosts take part in the rollout: the Debian 13 host gets the hook policy too.
-    (host_vars / f"{other.name}.yml").write_text(
-        "---\n" + yaml.safe_dump({k: v for k, v in UPGRADE_POLICY.items() if "drain" in k})
+    hooks = {k: v for k, v in UPGRADE_POLICY.items() if "drain" in k}
+    (host_vars / f"{first.name}.yml").write_text(
+        "---\n" + yaml.safe_dump({**hooks, "nvidia_driver_version": OLD})
     )
-    yield lab, old, other, work
-    policy_file.unlink(missing_ok=True)
-    (host_vars / f"{other.name}.yml").unlink(missing_ok=True)
-    old.sh("gpusim fault xid off", ok=False)
+    (host_vars / f"{second.name}.yml").write_text("---\n" + yaml.safe_dump(hooks))
+    converged = provision(lab, work / "converge.json", "apply", "--limit", first.name)
+    assert converged["exit_code"] == 0, converged["_output"][-4000:]
+    assert f" {OLD} " in first.loaded(), first.loaded()
+    # The fleet's policy moves to the new release (group_vars: every host of the lab).
+    (lab.inventory.parent / "group_vars" / "gpu_nodes.yml").write_text(
+        "---\n" + yaml.safe_dump({"nvidia_driver_version": NEW})
+    )
+    (host_vars / f"{first.name}.yml").write_text("---\n" + yaml.safe_dump(UPGRADE_POLICY))
+    yield lab, first, second, work
+    if not keep:
+        hosts.down(name)
 
 
 def _plan_roles(report: Mapping[str, Any], host: str) -> Mapping[str, Any]:
@@ -133,7 +140,7 @@ def _plan_roles(report: Mapping[str, Any], host: str) -> Mapping[str, Any]:
     return {r["name"]: r for r in roles}
 
 
-def test_plan_shows_the_upgrade_and_leaves_other_hosts_alone(
+def test_plan_shows_the_upgrade(
     upgrade: tuple[RunningLab, Node, Node, Path],
 ) -> None:
     lab, old, other, work = upgrade
@@ -141,7 +148,8 @@ def test_plan_shows_the_upgrade_and_leaves_other_hosts_alone(
     driver = _plan_roles(report, old.name)["nvidia_driver"]
     assert driver["change"] is True
     assert f"upgrade {OLD} proprietary -> {NEW} proprietary" in driver["reason"], driver["reason"]
-    assert _plan_roles(report, other.name)["nvidia_driver"]["change"] is False
+    fresh = _plan_roles(report, other.name)["nvidia_driver"]
+    assert fresh["reason"].startswith(f"install {NEW} proprietary"), fresh["reason"]
 
 
 def test_killed_during_validation_stays_drained_with_its_state(

@@ -237,7 +237,7 @@ def test_distribution_driver_on_debian_12_is_too_old_for_h200() -> None:
         nvidia_driver_source="distribution",
     )
     assert p.blocked
-    assert "debian 12's archive has driver 535.261.03, too old" in p.blockers[0]
+    assert "debian 12's archive has driver 535.309.01, too old" in p.blockers[0]
     assert "H200 SXM 141GB needs >= 550.90.07" in p.blockers[0]
 
 
@@ -262,9 +262,13 @@ def test_lab_p5_on_debian_12_with_eol_warning() -> None:
     assert not p.blockers
     assert p.simulated and p.gpu_summary == "8x H100 SXM5 80GB (simulated)"
     driver = role(p, "nvidia_driver")
-    assert driver.vars["nvidia_driver_version"] == "535.261.03"
+    assert (driver.vars["nvidia_driver_version"], driver.vars["nvidia_driver_flavour"]) == (
+        "535.309.01",
+        "proprietary",
+    )
     assert "debian 12's packaged driver" in driver.reason
     assert any("R535 reached end of life in June 2026" in w for w in p.warnings)
+    assert any("proprietary kernel modules instead of open" in w for w in p.warnings)
 
 
 def test_cuda_source_on_an_os_without_a_cuda_repository_is_blocked() -> None:
@@ -394,8 +398,8 @@ def test_distribution_version_pin_must_be_what_the_archive_has() -> None:
     raw = variant({0x2330: 8}, (0x22A3, 4), os_release=DEBIAN_12)
     p = plan(raw, nvidia_driver_source="distribution", nvidia_driver_version="535.54.03")
     assert any(
-        "debian 12's archive has no open driver 535.54.03 (it has 535.261.03 (open/proprietary), "
-        "535.309.01 (proprietary))" in b
+        "debian 12's archive has no proprietary driver 535.54.03 (it has 535.261.03 "
+        "(open/proprietary), 535.309.01 (proprietary))" in b
         for b in p.blockers
     )
     ok = plan(raw, nvidia_driver_source="distribution", nvidia_driver_version="535.261.03")
@@ -404,16 +408,28 @@ def test_distribution_version_pin_must_be_what_the_archive_has() -> None:
 
 def test_debian_12_security_release_is_proprietary_only() -> None:
     raw = variant({0x2330: 8}, (0x22A3, 4), os_release=DEBIAN_12)
-    opened = plan(raw, nvidia_driver_source="distribution", nvidia_driver_version="535.309.01")
+    opened = plan(
+        raw,
+        nvidia_driver_source="distribution",
+        nvidia_driver_version="535.309.01",
+        nvidia_driver_flavour="open",
+    )
     assert any("has no open driver 535.309.01" in b for b in opened.blockers)
     prop = plan(raw, nvidia_driver_source="distribution", nvidia_driver_flavour="proprietary")
     driver = role(prop, "nvidia_driver")
     assert not prop.blockers and driver.vars["nvidia_driver_version"] == "535.309.01"
+    # auto: the catalog prefers the proprietary modules on Debian (the open ones do not build
+    # against the current kernel), so the newest proprietary release.
     auto = role(plan(raw, nvidia_driver_source="distribution"), "nvidia_driver")
     assert (auto.vars["nvidia_driver_version"], auto.vars["nvidia_driver_flavour"]) == (
-        "535.261.03",
-        "open",
+        "535.309.01",
+        "proprietary",
     )
+    opened = role(
+        plan(raw, nvidia_driver_source="distribution", nvidia_driver_flavour="open"),
+        "nvidia_driver",
+    )
+    assert opened.vars["nvidia_driver_version"] == "535.261.03"
 
 
 def test_cuda_version_floor() -> None:
@@ -421,7 +437,7 @@ def test_cuda_version_floor() -> None:
     p5_deb12 = variant({0x2330: 8}, (0x22A3, 4), os_release=DEBIAN_12)
     p = plan(p5_deb12, nvidia_driver_source="distribution", gpuprov_cuda_version="13.0")
     assert any(
-        "driver 535.261.03 cannot run CUDA 13.0 applications (CUDA 13.x needs >= 580)" in b
+        "driver 535.309.01 cannot run CUDA 13.0 applications (CUDA 13.x needs >= 580)" in b
         for b in p.blockers
     )
     p = plan(p5_deb12, nvidia_driver_source="distribution", gpuprov_cuda_version="12.8")
