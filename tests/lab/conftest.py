@@ -41,7 +41,7 @@ def lab() -> Iterator[RunningLab]:
         hosts.down(name)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def scratch_lab_name() -> Callable[[str], str]:
     """Names for short-lived extra labs of a test, apart from other people's runs."""
     return lambda suffix: hosts.lab_name(f"{_session_lab_name()}-{suffix}")
