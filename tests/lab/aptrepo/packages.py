@@ -19,11 +19,11 @@ CUDA_REPOS = ("cuda/repos/debian12/x86_64", "cuda/repos/debian13/x86_64")
 TOOLKIT_VERSIONS = ("1.17.8-1", "1.18.0-1")
 TOOLKIT_WITH_CDI_REFRESH_UNITS = "1.18.0-1"
 
-# Fabric manager / NSCQ per driver branch: the version each Debian release's driver carries
-# (bookworm 535.261.03, trixie 550.163.01; shared/reference/operations.md) and one older
-# release per branch for the upgrade scenarios.
+# Fabric manager / NSCQ per driver branch: the versions Debian's drivers carry (bookworm
+# 535.261.03, bookworm-security 535.309.01, trixie 550.163.01; docs/debian-nvidia-packages.md)
+# and one older release per branch.
 DRIVER_VERSIONS = {
-    "535": ("535.247.01", "535.261.03"),
+    "535": ("535.247.01", "535.261.03", "535.309.01"),
     "550": ("550.144.03", "550.163.01"),
 }
 
