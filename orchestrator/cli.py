@@ -9,6 +9,7 @@ Exit codes (documented in README.md):
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import importlib
 import sys
 from collections.abc import Callable, Sequence
@@ -123,6 +124,7 @@ def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.started = dt.datetime.now(dt.UTC)  # the report's start: before detection, not after
     try:
         return _resolve(STAGES[args.stage or "all"])(args)
     except GpuprovError as exc:

@@ -188,7 +188,8 @@ def _write_report(args: argparse.Namespace, report: rep.RunReport) -> None:
 
 
 def _finish(args: argparse.Namespace, console: Console, report: rep.RunReport) -> int:
-    report = replace(report, finished=dt.datetime.now(dt.UTC))
+    started = getattr(args, "started", None) or report.started
+    report = replace(report, started=started, finished=dt.datetime.now(dt.UTC))
     rep.render_report(console, report)
     _write_report(args, report)
     if getattr(args, "json", False):
