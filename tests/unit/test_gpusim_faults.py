@@ -129,3 +129,31 @@ def test_nvswitch_fabric_needs_the_fabric_manager(tmp_path: Path) -> None:
 
 def test_unknown_knob_is_refused(sim: SimHost) -> None:
     assert sim.gpusim("fault", "gpu-missing", "on", "--gpu", "7").code == 2
+
+
+def test_bin_dmesg_prints_what_the_tool_does_and_clears(sim: SimHost) -> None:
+    """bin/dmesg `cat`s the log rendered at every state save: the same lines as tools.dmesg;
+    `-C` clears it through the Python tool, and the rendered log follows."""
+    import os
+    import subprocess
+
+    def dmesg(*argv: str) -> str:
+        env = {**os.environ, "GPUSIM_ROOT": str(sim.root)}
+        done = subprocess.run(
+            [str(REPO / "tests/lab/gpusim/bin/dmesg"), *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    fault(sim, "xid", "on", "--xid", "48")
+    full = sim.dmesg().out
+    assert "NVRM: Xid (PCI:0000:00:06): 48" in full and "NVRM: loading" in full
+    assert dmesg() == full
+    (sim.root / "var/lib/gpusim/kernel.log").unlink()  # state from before the rendered log
+    assert dmesg() == full
+    dmesg("-C")
+    assert dmesg() == "" and sim.dmesg().out == ""

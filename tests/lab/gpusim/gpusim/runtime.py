@@ -54,5 +54,9 @@ def host_session(paths: Paths | None = None) -> Iterator[Host]:
         host = load_host(paths)
         before = asdict(host.state)
         yield host
-        if asdict(host.state) != before or not paths.state_file.exists():
+        if (
+            asdict(host.state) != before
+            or not paths.state_file.exists()
+            or not state_mod.kernel_log_file(paths.state_file).exists()
+        ):
             state_mod.save(paths.state_file, host.state)

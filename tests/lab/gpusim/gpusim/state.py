@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpusim import kernlog
 from gpusim.model import Profile
 
 STATE_VERSION = 1
@@ -130,11 +131,21 @@ def load(path: Path) -> State | None:
         return None
 
 
+def kernel_log_file(state_file: Path) -> Path:
+    """The kernel log as `dmesg` prints it, rendered beside the state on every save, so that
+    bin/dmesg reads it with `cat` (a real dmesg takes milliseconds; Python, tens)."""
+    return state_file.with_name("kernel.log")
+
+
 def save(path: Path, state: State) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(state), indent=1, sort_keys=True) + "\n")
     os.replace(tmp, path)
+    log = kernel_log_file(path)
+    tmp = log.with_suffix(".tmp")
+    tmp.write_text("".join(kernlog.format_line(ln.seconds, ln.text) for ln in state.kernel_log))
+    os.replace(tmp, log)
 
 
 @contextmanager
