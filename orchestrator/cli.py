@@ -9,8 +9,11 @@ Exit codes (documented in README.md):
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import datetime as dt
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -138,7 +141,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_HOST_FAILED
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+def entry() -> None:
+    """The console script: `main()`, then exit without the interpreter's teardown.
 
-__all__ = ["EXIT_BAD_INPUT", "build_parser", "main"]
+    A run imports ansible-core, paramiko and rich (about a thousand modules), and tearing them
+    down at exit takes about 0.1 s: a sixth of a one-host `provision detect`. Exit handlers
+    still run and the standard streams are flushed; only that teardown is skipped.
+    """
+    code = main()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe, a closed stream
+            stream.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    entry()
+
+__all__ = ["EXIT_BAD_INPUT", "build_parser", "entry", "main"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.catalog import Catalog
+from orchestrator.catalog import SAFE_LOADER, Catalog
 from orchestrator.errors import CatalogError
 from orchestrator.facts import HostFacts, SmiGpu, XidEvent
 from orchestrator.parsers import names
@@ -48,7 +48,7 @@ class HealthLimits:
 @cache
 def load_limits(path: Path = LIMITS_PATH) -> HealthLimits:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
         return HealthLimits(
             xid_fail_codes=frozenset(int(c) for c in data["xid_fail_codes"]),
             xid_window_s=float(data["xid_window_s"]),
