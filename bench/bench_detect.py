@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,10 +36,19 @@ class Row:
     detect_cli_s: list[float]
     detect_lib_s: list[float]
     ansible_setup_s: list[float]
+    load_avg: tuple[float, float] = (0.0, 0.0)  # 1-minute load average before, after
 
     @property
     def speedup(self) -> float:
         return statistics.median(self.ansible_setup_s) / statistics.median(self.detect_cli_s)
+
+
+def _tool(name: str, module: str) -> list[str]:
+    """This environment's console script, else the one on PATH, else `python -m module`
+    (a `pip install --target` of the wheels, as on the device)."""
+    here = BIN / name
+    found = str(here) if here.exists() else shutil.which(name)
+    return [found] if found else [sys.executable, "-m", module]
 
 
 def _timed(argv: Sequence[str]) -> float:
@@ -64,7 +74,20 @@ def _lab_up(lab: str, count: int, profile: str, os_name: str) -> Path:
     if done.returncode != 0:
         raise SystemExit(f"lab up with {count} host(s) failed:\n{done.stderr.strip()}")
     base = Path(os.environ.get("GPUPROV_LAB_DIR") or ROOT / ".lab")
-    return base / lab / "inventory.ini"
+    inventory = base / lab / "inventory.ini"
+    _settle(inventory)
+    return inventory
+
+
+def _settle(inventory: Path, quiet_load: float = 1.5, longest_s: float = 90) -> None:
+    """Let new hosts finish booting (`systemctl is-system-running --wait`) and this machine
+    calm down, so that a row does not time the tail of `lab up`."""
+    argv = [*_tool("ansible", "ansible.cli.adhoc"), "all", "-i", str(inventory), "-f", "50"]
+    argv += ["-m", "ansible.builtin.command", "-a", "systemctl is-system-running --wait"]
+    subprocess.run(argv, cwd=ROOT, capture_output=True, check=False)  # degraded is fine too
+    deadline = time.monotonic() + longest_s
+    while os.getloadavg()[0] > quiet_load and time.monotonic() < deadline:
+        time.sleep(5)
 
 
 def measure(inventory: Path, count: int, repeat: int) -> Row:
@@ -76,19 +99,21 @@ def measure(inventory: Path, count: int, repeat: int) -> Row:
         if result.failed:
             raise SystemExit(f"detection failed: {result.failed}")
 
-    detect = [str(BIN / "provision"), "detect", "-i", str(inventory)]
-    ansible = [str(BIN / "ansible"), "all", "-i", str(inventory), "-m", "ansible.builtin.setup"]
+    detect = [*_tool("provision", "orchestrator.cli"), "detect", "-i", str(inventory)]
+    ansible = [*_tool("ansible", "ansible.cli.adhoc"), "all", "-i", str(inventory)]
+    ansible += ["-m", "ansible.builtin.setup"]
     ansible += ["-f", str(max(count, 5))]
     # warm-up: host keys, caches, ControlPersist
     _timed(detect)
     _timed(ansible)
     library()
     cli, lib, setup = [], [], []
+    load_before = os.getloadavg()[0]
     for _ in range(repeat):
         cli.append(_timed(detect))
         lib.append(_timed_call(library))
         setup.append(_timed(ansible))
-    return Row(count, cli, lib, setup)
+    return Row(count, cli, lib, setup, (load_before, os.getloadavg()[0]))
 
 
 def _fmt(values: list[float]) -> str:
@@ -99,8 +124,8 @@ def table(rows: list[Row]) -> str:
     one = next((r for r in rows if r.hosts == 1), None)
     lines = [
         "| hosts | provision detect, s | detect_hosts(), s | ansible setup, s | speed-up "
-        "| detect vs 1 host |",
-        "|---|---|---|---|---|---|",
+        "| detect vs 1 host | load avg |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         scale = (
@@ -110,7 +135,8 @@ def table(rows: list[Row]) -> str:
         )
         lines.append(
             f"| {r.hosts} | {_fmt(r.detect_cli_s)} | {_fmt(r.detect_lib_s)} "
-            f"| {_fmt(r.ansible_setup_s)} | {r.speedup:.1f}x | {scale} |"
+            f"| {_fmt(r.ansible_setup_s)} | {r.speedup:.1f}x | {scale} "
+            f"| {r.load_avg[0]:.1f}-{r.load_avg[1]:.1f} |"
         )
     lines.append("")
     lines.append("Median (min) of the timed runs after one warm-up; speed-up = ansible / detect.")

@@ -35,6 +35,8 @@ step() { echo; echo "=== $*"; }
 step "nvidia-smi -L"; nvidia-smi -L
 step "detect"; time provision detect -i "$inv" --save /tmp/gpuprov-facts
 tar -C /tmp/gpuprov-facts -czf "$out/facts.tgz" .
+step "detection benchmark: provision detect vs ansible -m setup on this host (connection local)"
+python3 bench/bench_detect.py --inventory "$inv" --repeat 5 --json "$out/bench-detect.json"
 step "plan"; time provision plan -i "$inv" --json > "$out/plan.json"; cat "$out/plan.json"
 step "whole pipeline, check mode"
 time provision -i "$inv" --check --report "$out/pipeline-check.json"
