@@ -15,6 +15,10 @@ GPU jobs waited for, clients stopped, driver + fabric manager + nscq upgraded in
 3. With the fault cleared, a rerun resumes at the validation again, passes, runs the undrain
    hook, and `provision verify` passes at the new version.
 
+The first host runs a MIG layout (policy `mig_layout`) from its first converge. Reloading the
+driver destroys GPU and compute instances (as on real GPUs), so the upgrade run must re-create
+them: its mig role reports a change on that host, and verification checks the layout.
+
 Simulated: the GPUs, loading the module DKMS built, nvidia-smi, the kernel log (gpusim); the
 fabric manager and nscq packages are signed test doubles (tests/lab/aptrepo).
 """
@@ -37,6 +41,7 @@ import yaml
 
 from orchestrator.lab import hosts
 from orchestrator.lab.running import RunningLab, attach
+from orchestrator.parsers.mig import parse_lgi
 
 pytestmark = pytest.mark.lab
 
@@ -45,6 +50,12 @@ BIN = Path(sys.executable).parent
 HOOKS = "/var/log/gpuprov-upgrade-hooks.log"
 STATE = "/var/lib/gpuprov/upgrade.json"
 OLD, NEW = "535.261.03", "535.309.01"
+FLEET_MIG = yaml.safe_load((REPO / "inventory/group_vars/all.yml").read_text())["mig_configs"]
+MIG_LAYOUT = "h100-80gb-mixed"  # p5: H100 80GB
+MIG_POLICY: dict[str, Any] = {
+    "mig_layout": MIG_LAYOUT,
+    "mig_configs": {MIG_LAYOUT: FLEET_MIG[MIG_LAYOUT]},
+}
 
 UPGRADE_POLICY: dict[str, Any] = {
     "nvidia_driver_version": NEW,
@@ -52,6 +63,10 @@ UPGRADE_POLICY: dict[str, Any] = {
     "driver_upgrade_drain_command": f'echo "drain $(date +%s.%N)" >> {HOOKS}',
     "driver_upgrade_undrain_command": f'echo "undrain $(date +%s.%N)" >> {HOOKS}',
 }
+FIRST_POLICY: dict[str, Any] = {**UPGRADE_POLICY, **MIG_POLICY}  # the host that upgrades
+GPUS = 8  # p5.48xlarge
+# GPU index -> GPU instance profile -> count, as the layout asks on every GPU (`devices: all`)
+MIG_INSTANCES = {i: dict(FLEET_MIG[MIG_LAYOUT][0]["mig-devices"]) for i in range(GPUS)}
 
 
 def _env() -> dict[str, str]:
@@ -102,6 +117,35 @@ class Node:
     def loaded(self) -> str:
         return self.sh("cat /proc/driver/nvidia/version 2>/dev/null || true")
 
+    def mig_instances(self) -> dict[int, dict[str, int]]:
+        """GPU index -> GPU instance profile -> count, from `nvidia-smi mig -lgi`."""
+        done = self.lab.ssh(self.name, "nvidia-smi mig -lgi", timeout=120)
+        have: dict[int, dict[str, int]] = {}
+        for gi in parse_lgi(f"{done.stdout}\n# exit={done.returncode}\n"):
+            counts = have.setdefault(gi.gpu, {})
+            counts[gi.name] = counts.get(gi.name, 0) + 1
+        return have
+
+
+def mig_changed_since(started: float, host: str) -> list[str]:
+    """Tasks of the mig role that changed `host` in `provision apply` runs started after
+    `started` (their ansible-runner events, kept under artifacts/ even when a run is killed)."""
+    tasks = []
+    for run in (REPO / "artifacts").iterdir():
+        if run.stat().st_mtime < started:
+            continue
+        for path in sorted((run / "ansible" / "job_events").glob("*.json")):
+            event = json.loads(path.read_text())
+            data = event.get("event_data", {})
+            if (
+                event.get("event") == "runner_on_ok"
+                and data.get("host") == host
+                and data.get("role") == "mig"
+                and data.get("res", {}).get("changed")
+            ):
+                tasks.append(str(data.get("task")))
+    return tasks
+
 
 @pytest.fixture(scope="module")
 def upgrade(
@@ -119,17 +163,18 @@ def upgrade(
     host_vars.mkdir(exist_ok=True)
     hooks = {k: v for k, v in UPGRADE_POLICY.items() if "drain" in k}
     (host_vars / f"{first.name}.yml").write_text(
-        "---\n" + yaml.safe_dump({**hooks, "nvidia_driver_version": OLD})
+        "---\n" + yaml.safe_dump({**hooks, **MIG_POLICY, "nvidia_driver_version": OLD})
     )
     (host_vars / f"{second.name}.yml").write_text("---\n" + yaml.safe_dump(hooks))
     converged = provision(lab, work / "converge.json", "apply", "--limit", first.name)
     assert converged["exit_code"] == 0, converged["_output"][-4000:]
     assert f" {OLD} " in first.loaded(), first.loaded()
+    assert first.mig_instances() == MIG_INSTANCES, "the layout applies at the old version"
     # The fleet's policy moves to the new release (group_vars: every host of the lab).
     (lab.inventory.parent / "group_vars" / "gpu_nodes.yml").write_text(
         "---\n" + yaml.safe_dump({"nvidia_driver_version": NEW})
     )
-    (host_vars / f"{first.name}.yml").write_text("---\n" + yaml.safe_dump(UPGRADE_POLICY))
+    (host_vars / f"{first.name}.yml").write_text("---\n" + yaml.safe_dump(FIRST_POLICY))
     yield lab, first, second, work
     if not keep:
         hosts.down(name)
@@ -158,7 +203,7 @@ def test_killed_during_validation_stays_drained_with_its_state(
     lab, old, _, work = upgrade
     slow = lab.inventory.parent / "host_vars" / f"{old.name}.yml"
     slow.write_text(
-        "---\n" + yaml.safe_dump({**UPGRADE_POLICY, "driver_upgrade_validate_command": "sleep 900"})
+        "---\n" + yaml.safe_dump({**FIRST_POLICY, "driver_upgrade_validate_command": "sleep 900"})
     )
     # A training job holds the GPUs: the upgrade must wait for it before the driver changes.
     old.sh("setsid gpusim job 40 --gpu 2 --name train.py >/dev/null 2>&1 < /dev/null &")
@@ -185,12 +230,16 @@ def test_killed_during_validation_stays_drained_with_its_state(
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     old.sh("pkill -f 'sleep [9]00' || true")  # [9]: the pattern must not match this shell
-    slow.write_text("---\n" + yaml.safe_dump(UPGRADE_POLICY))
+    slow.write_text("---\n" + yaml.safe_dump(FIRST_POLICY))
     state = old.state()
     assert state["status"] == "in_progress" and state["target"] == f"{NEW} proprietary"
     assert state["done"][-1] == "refresh-runtime" and "undrain" not in state["done"]
     assert f" {NEW} " in old.loaded(), "the new driver is installed and loaded"
     assert old.hooks() == ["drain"], "drained once, not undrained"
+    # Reloading the driver destroyed the GPU instances; the run re-created them (mig role)
+    # before it reached the validation.
+    assert mig_changed_since(job_started, old.name), "the mig role changed nothing"
+    assert old.mig_instances() == MIG_INSTANCES
     waited = next(h for h in state["history"] if h["step"] == "wait-jobs")
     waited_until = calendar.timegm(time.strptime(waited["at"], "%Y-%m-%dT%H:%M:%SZ"))
     assert waited_until >= job_started + 35, "the driver changed while a GPU job still ran"
@@ -227,5 +276,6 @@ def test_rerun_after_the_fix_completes_and_verifies(
     state = old.state()
     assert state["status"] == "done" and state["done"][-1] == "undrain", state
     assert old.hooks() == ["drain", "undrain"]
+    assert old.mig_instances() == MIG_INSTANCES
     verify = provision(lab, work / "verify.json", "--limit", old.name, "verify")
     assert verify["exit_code"] == 0, verify["_output"][-4000:]
