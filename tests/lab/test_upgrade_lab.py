@@ -55,6 +55,9 @@ MIG_LAYOUT = "h100-80gb-mixed"  # p5: H100 80GB
 MIG_POLICY: dict[str, Any] = {
     "mig_layout": MIG_LAYOUT,
     "mig_configs": {MIG_LAYOUT: FLEET_MIG[MIG_LAYOUT]},
+    # MIG turns NVLink peer-to-peer off: a MIG host cannot be held to the multi-GPU NCCL
+    # check (the planner blocks that combination).
+    "gpuprov_validation_nccl": False,
 }
 
 UPGRADE_POLICY: dict[str, Any] = {
