@@ -159,28 +159,30 @@ def upgrade(
     if not keep:
         hosts.down(name)
     hosts.up(name, "p5.48xlarge", 2, "debian12", say=lambda _: None)
-    lab = attach(name, "p5.48xlarge")
-    work = tmp_path_factory.mktemp("upgrade")
-    first, second = (Node(lab, h) for h in lab.hosts)
-    host_vars = lab.inventory.parent / "host_vars"
-    host_vars.mkdir(exist_ok=True)
-    hooks = {k: v for k, v in UPGRADE_POLICY.items() if "drain" in k}
-    (host_vars / f"{first.name}.yml").write_text(
-        "---\n" + yaml.safe_dump({**hooks, **MIG_POLICY, "nvidia_driver_version": OLD})
-    )
-    (host_vars / f"{second.name}.yml").write_text("---\n" + yaml.safe_dump(hooks))
-    converged = provision(lab, work / "converge.json", "apply", "--limit", first.name)
-    assert converged["exit_code"] == 0, converged["_output"][-4000:]
-    assert f" {OLD} " in first.loaded(), first.loaded()
-    assert first.mig_instances() == MIG_INSTANCES, "the layout applies at the old version"
-    # The fleet's policy moves to the new release (group_vars: every host of the lab).
-    (lab.inventory.parent / "group_vars" / "gpu_nodes.yml").write_text(
-        "---\n" + yaml.safe_dump({"nvidia_driver_version": NEW})
-    )
-    (host_vars / f"{first.name}.yml").write_text("---\n" + yaml.safe_dump(FIRST_POLICY))
-    yield lab, first, second, work
-    if not keep:
-        hosts.down(name)
+    try:  # a failed converge must not leave the lab behind either
+        lab = attach(name, "p5.48xlarge")
+        work = tmp_path_factory.mktemp("upgrade")
+        first, second = (Node(lab, h) for h in lab.hosts)
+        host_vars = lab.inventory.parent / "host_vars"
+        host_vars.mkdir(exist_ok=True)
+        hooks = {k: v for k, v in UPGRADE_POLICY.items() if "drain" in k}
+        (host_vars / f"{first.name}.yml").write_text(
+            "---\n" + yaml.safe_dump({**hooks, **MIG_POLICY, "nvidia_driver_version": OLD})
+        )
+        (host_vars / f"{second.name}.yml").write_text("---\n" + yaml.safe_dump(hooks))
+        converged = provision(lab, work / "converge.json", "apply", "--limit", first.name)
+        assert converged["exit_code"] == 0, converged["_output"][-4000:]
+        assert f" {OLD} " in first.loaded(), first.loaded()
+        assert first.mig_instances() == MIG_INSTANCES, "the layout applies at the old version"
+        # The fleet's policy moves to the new release (group_vars: every host of the lab).
+        (lab.inventory.parent / "group_vars" / "gpu_nodes.yml").write_text(
+            "---\n" + yaml.safe_dump({"nvidia_driver_version": NEW})
+        )
+        (host_vars / f"{first.name}.yml").write_text("---\n" + yaml.safe_dump(FIRST_POLICY))
+        yield lab, first, second, work
+    finally:
+        if not keep:
+            hosts.down(name)
 
 
 def _plan_roles(report: Mapping[str, Any], host: str) -> Mapping[str, Any]:
