@@ -414,9 +414,10 @@ def conflicts(
     out: list[str] = []
     if enabled and needs_multi_gpu_nccl:
         out.append(
-            f"{host}: MIG is enabled on GPUs {enabled} but policy requires the multi-GPU NCCL "
-            "test; MIG disables NVLink peer-to-peer, so that test cannot pass. Select layout "
-            f"{LAYOUT_DISABLED!r} or drop the NCCL requirement for this host"
+            f"{host}: the MIG layout enables MIG on GPUs {enabled} but policy requires the "
+            "multi-GPU NCCL test; MIG disables NVLink peer-to-peer, so that test cannot pass. "
+            f"Select layout {LAYOUT_DISABLED!r}, or set gpuprov_validation_nccl: false for "
+            "this host"
         )
     return tuple(out)
 

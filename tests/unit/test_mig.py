@@ -291,6 +291,7 @@ def test_nccl_policy_conflicts_with_mig(h200: tuple[MigGpu, ...]) -> None:
     on = validate_layout("h", layouts(a=one([0], **{"7g_141gb": 1})), "a", h200)
     (msg,) = conflicts("h", on, needs_multi_gpu_nccl=True)
     assert "GPUs [0]" in msg and "NVLink peer-to-peer" in msg
+    assert "gpuprov_validation_nccl: false" in msg  # the fix names the knob
     assert conflicts("h", on, needs_multi_gpu_nccl=False) == ()
     off = validate_layout("h", MigConfig({}), LAYOUT_DISABLED, h200)
     assert conflicts("h", off, needs_multi_gpu_nccl=True) == ()
