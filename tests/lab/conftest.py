@@ -41,6 +41,21 @@ def lab() -> Iterator[RunningLab]:
         hosts.down(name)
 
 
+@pytest.fixture(scope="module")
+def running_or_session_lab(request: pytest.FixtureRequest) -> Callable[[str], RunningLab]:
+    """`pick(VARIABLE)`: the lab named by $VARIABLE when set (already running: Debian 12 + 13
+    hosts, profile p5.48xlarge; for iterating without new hosts or builds), else `lab`."""
+
+    def pick(variable: str) -> RunningLab:
+        name = os.environ.get(variable)
+        if name:
+            return attach(name, LAB_PROFILE)
+        session: RunningLab = request.getfixturevalue("lab")
+        return session
+
+    return pick
+
+
 @pytest.fixture(scope="session")
 def scratch_lab_name() -> Callable[[str], str]:
     """Names for short-lived extra labs of a test, apart from other people's runs."""

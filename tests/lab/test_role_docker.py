@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from orchestrator.lab.running import RunningLab, attach
+from orchestrator.lab.running import RunningLab
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aptrepo.converge import BUILD_AND_RUN, Run, converge, lab_repo_vars
@@ -28,12 +28,8 @@ ROLES = ("docker",)
 
 
 @pytest.fixture(scope="module")
-def runtime_lab(request: pytest.FixtureRequest) -> RunningLab:
-    name = os.environ.get("GPUPROV_TEST_LAB")
-    if name:
-        return attach(name, "p5.48xlarge")
-    lab: RunningLab = request.getfixturevalue("lab")
-    return lab
+def runtime_lab(running_or_session_lab: Callable[[str], RunningLab]) -> RunningLab:
+    return running_or_session_lab("GPUPROV_TEST_LAB")
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,13 @@ Runs on the session lab (`lab`); GPUPROV_TEST_LAB=<name> uses an already running
 from __future__ import annotations
 
 import json
-import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from orchestrator.lab.running import RunningLab, attach
+from orchestrator.lab.running import RunningLab
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aptrepo.converge import BUILD_AND_RUN, STATE_DIR, Run, converge, lab_network, lab_repo_vars
@@ -40,12 +40,8 @@ OLD, NEW = TOOLKIT_VERSIONS  # 1.17.8-1 ships no CDI refresh units, 1.18.0-1 doe
 
 
 @pytest.fixture(scope="module")
-def runtime_lab(request: pytest.FixtureRequest) -> RunningLab:
-    name = os.environ.get("GPUPROV_TEST_LAB")
-    if name:
-        return attach(name, "p5.48xlarge")
-    lab: RunningLab = request.getfixturevalue("lab")
-    return lab
+def runtime_lab(running_or_session_lab: Callable[[str], RunningLab]) -> RunningLab:
+    return running_or_session_lab("GPUPROV_TEST_LAB")
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import testinfra
 
-from orchestrator.lab.running import RunningLab, attach
+from orchestrator.lab.running import RunningLab
 
 pytestmark = pytest.mark.lab
 
@@ -147,14 +147,9 @@ def _plan(lab: RunningLab) -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def driver_lab(request: pytest.FixtureRequest) -> RunningLab:
-    """The session lab; or, with GPUPROV_DRIVER_LAB=<name>, an already running lab of that
-    name (Debian 12 + 13 hosts, profile p5.48xlarge) for iterating without a new DKMS build."""
-    name = os.environ.get("GPUPROV_DRIVER_LAB")
-    if name:
-        return attach(name, "p5.48xlarge")
-    session: RunningLab = request.getfixturevalue("lab")
-    return session
+def driver_lab(running_or_session_lab: Callable[[str], RunningLab]) -> RunningLab:
+    """GPUPROV_DRIVER_LAB=<name>: a lab converged before, without a new DKMS build."""
+    return running_or_session_lab("GPUPROV_DRIVER_LAB")
 
 
 @pytest.fixture(scope="module")

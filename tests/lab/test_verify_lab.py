@@ -26,7 +26,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.lab.running import RunningLab, attach
+from orchestrator.lab.running import RunningLab
 
 pytestmark = pytest.mark.lab
 
@@ -109,12 +109,8 @@ def failures(report: Mapping[str, Any], host: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def verify_lab(request: pytest.FixtureRequest) -> RunningLab:
-    existing = os.environ.get("GPUPROV_VERIFY_LAB")
-    if existing:
-        return attach(existing, PROFILE)
-    lab: RunningLab = request.getfixturevalue("lab")
-    return lab
+def verify_lab(running_or_session_lab: Callable[[str], RunningLab]) -> RunningLab:
+    return running_or_session_lab("GPUPROV_VERIFY_LAB")
 
 
 @pytest.fixture(scope="module")
