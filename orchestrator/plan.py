@@ -12,7 +12,14 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.catalog import Catalog, GpuModel, branch_of, parse_version, version_at_least
+from orchestrator.catalog import (
+    Catalog,
+    DriverSource,
+    GpuModel,
+    branch_of,
+    parse_version,
+    version_at_least,
+)
 from orchestrator.errors import PolicyError
 from orchestrator.facts import HostFacts, PciDevice
 from orchestrator.policy import Policy
@@ -115,7 +122,11 @@ def _nvswitch_count(facts: HostFacts, catalog: Catalog, notes: _Notes, gpus: int
     return endpoints
 
 
-def _flavour(models: Sequence[GpuModel], policy: Policy, notes: _Notes) -> str:
+def _flavour(
+    models: Sequence[GpuModel], policy: Policy, notes: _Notes, source: DriverSource | None
+) -> str:
+    """The kernel-module flavour; `source`: the archive the driver comes from (None: NVIDIA's
+    repository), whose preferred flavour wins under `auto` where the GPUs allow both."""
     needs_open = sorted({m.model for m in models if m.open_modules == "required"})
     no_open = sorted({m.model for m in models if m.open_modules == "unsupported"})
     if needs_open and no_open:
@@ -137,7 +148,15 @@ def _flavour(models: Sequence[GpuModel], policy: Policy, notes: _Notes) -> str:
         )
     if policy.driver_flavour != "auto":
         return policy.driver_flavour
-    return "proprietary" if no_open else "open"
+    flavour = "proprietary" if no_open else "open"
+    preferred = source.preferred_flavour if source is not None else None
+    if source and preferred and preferred != flavour and not needs_open and not no_open:
+        notes.warnings.append(
+            f"{preferred} kernel modules instead of {flavour}: {source.preferred_why} "
+            "(catalog); set nvidia_driver_flavour to choose"
+        )
+        return preferred
+    return flavour
 
 
 def _too_old(models: Sequence[GpuModel], version: str) -> list[GpuModel]:
@@ -187,9 +206,9 @@ def _distribution_choice(
     catalog: Catalog,
     notes: _Notes,
     flavour: str,
+    source: DriverSource | None,
 ) -> _DriverChoice | None:
     os_name = f"{facts.os.id} {facts.os.version_id}" if facts.os else "an unknown OS"
-    source = catalog.driver_source(facts.os.id, facts.os.version_id) if facts.os else None
     if source is None or (not source.any_distribution_branch and not source.distribution):
         notes.blockers.append(
             f"the catalog knows no distribution driver for {os_name}; fix: set "
@@ -251,29 +270,15 @@ def _driver_role(
                 f"the catalog has no verified minimum driver for {m.model}; the branch choice "
                 "cannot be checked against it"
             )
-    flavour = _flavour(models, policy, notes)
-    source_info = catalog.driver_source(facts.os.id, facts.os.version_id) if facts.os else None
-    if (
-        policy.driver_source == "distribution"
-        and policy.driver_flavour == "auto"
-        and source_info is not None
-        and source_info.preferred_flavour
-        and source_info.preferred_flavour != flavour
-        and not any(m.open_modules == "required" for m in models)
-        and not any(m.open_modules == "unsupported" for m in models)
-    ):
-        notes.warnings.append(
-            f"{source_info.preferred_flavour} kernel modules instead of {flavour}: "
-            f"{source_info.preferred_why} (catalog); set nvidia_driver_flavour to choose"
-        )
-        flavour = source_info.preferred_flavour
+    source = catalog.driver_source(facts.os.id, facts.os.version_id) if facts.os else None
+    from_archive = policy.driver_source == "distribution"
+    flavour = _flavour(models, policy, notes, source if from_archive else None)
     if policy.driver_branch is not None:
         _check_pinned_branch(facts.host, policy.driver_branch, policy.driver_version, models, notes)
     choice: _DriverChoice | None
-    if policy.driver_source == "distribution":
-        choice = _distribution_choice(facts, policy, models, catalog, notes, flavour)
+    if from_archive:
+        choice = _distribution_choice(facts, policy, models, catalog, notes, flavour, source)
     else:
-        source = catalog.driver_source(facts.os.id, facts.os.version_id) if facts.os else None
         if source is None or source.cuda_repo is None:
             os_name = f"{facts.os.id} {facts.os.version_id}" if facts.os else "an unknown OS"
             notes.blockers.append(
