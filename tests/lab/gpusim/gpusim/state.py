@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpusim import kernlog
 from gpusim.model import Profile
 
 STATE_VERSION = 1
@@ -60,6 +59,10 @@ class GpuState:
 class KernelLogLine:
     seconds: float  # since the simulated boot
     text: str
+
+    def dmesg(self) -> str:
+        """The line as `dmesg` prints it: `[  uptime.micros] text`."""
+        return f"[{self.seconds:12.6f}] {self.text}\n"
 
 
 @dataclass
@@ -144,7 +147,7 @@ def save(path: Path, state: State) -> None:
     os.replace(tmp, path)
     log = kernel_log_file(path)
     tmp = log.with_suffix(".tmp")
-    tmp.write_text("".join(kernlog.format_line(ln.seconds, ln.text) for ln in state.kernel_log))
+    tmp.write_text("".join(line.dmesg() for line in state.kernel_log))
     os.replace(tmp, log)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from gpusim import boot as boot_mod
 from gpusim import driver as drv
-from gpusim import faults, jobs, kernel, kernlog, kmod
+from gpusim import faults, jobs, kernel, kmod
 from gpusim.paths import Paths
 from gpusim.runtime import host_session
 from gpusim.state import FAULTS
@@ -80,7 +80,7 @@ def dmesg(argv: Sequence[str]) -> int:
     """The simulated host's kernel log (the control machine's own log is never shown)."""
     with host_session() as host:
         for line in host.state.kernel_log:
-            sys.stdout.write(kernlog.format_line(line.seconds, line.text))
+            sys.stdout.write(line.dmesg())
         if any(a in ("-c", "--read-clear", "-C", "--clear") for a in argv):
             host.state.kernel_log = []
     return 0
