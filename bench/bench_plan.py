@@ -28,7 +28,7 @@ from orchestrator.plan import plan_fleet
 from orchestrator.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
-REAL = ROOT.parent / "shared" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
+REAL = ROOT / "tests" / "recorded" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 DRIVER_FILES = ("nvidia-smi", "proc-driver-nvidia")
 
 

@@ -77,7 +77,7 @@ def payload_image() -> Iterator[str]:
 def h200_target() -> runner.Target:
     from orchestrator.factsdir import load_host
 
-    real = Path(__file__).resolve().parents[2].parent / "shared/fixtures/real"
+    real = Path(__file__).resolve().parents[2] / "tests/recorded/fixtures/real"
     raw = dict(load_host(real / "h200x2-ubuntu2404-580"))
     facts = parse_host("here", raw)
     return runner.payload_target(facts, raw, CATALOG, Policy(host="here"))

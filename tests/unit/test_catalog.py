@@ -20,7 +20,7 @@ from orchestrator.catalog import (
 )
 from orchestrator.errors import CatalogError
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = Path(__file__).resolve().parents[2] / "tests" / "recorded"
 REAL = SHARED / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 GPUS_MD = SHARED / "reference" / "gpus.md"
 

@@ -15,7 +15,7 @@ from orchestrator import pipeline
 from orchestrator.cli import main
 from orchestrator.parsers import parse_host
 
-REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
+REAL = Path(__file__).resolve().parents[2] / "tests" / "recorded" / "fixtures" / "real"
 H200 = REAL / "h200x2-ubuntu2404-580"
 
 

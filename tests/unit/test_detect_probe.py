@@ -20,7 +20,7 @@ from orchestrator.parsers.smi_list import parse_smi_list
 from orchestrator.probe import probe_script, split_output
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL = ROOT.parent / "shared" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
+REAL = ROOT / "tests" / "recorded" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 CAPTURED = Path(__file__).resolve().parent / "fixtures_derived"
 SHELLS = [s for s in ("sh", "dash", "bash") if shutil.which(s)]
 

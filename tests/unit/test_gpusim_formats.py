@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "lab" / "gpusim"))
 from gpusim.testing import SimHost  # noqa: E402
 
-FIXTURE = REPO.parent / "shared" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
+FIXTURE = REPO / "tests" / "recorded" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 # Real identities of the fixture's two GPUs, by index: the simulator derives its own.
 REAL_IDS = (
     ("GPU-404dd017-98bf-f070-ceff-12f79a8cb0a0", "1653724055839"),

@@ -25,7 +25,7 @@ from orchestrator.mig import (
 )
 from orchestrator.parsers.mig import parse_lgip, parse_lgipp
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = Path(__file__).resolve().parents[2] / "tests" / "recorded"
 REAL = SHARED / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 H200 = "NVIDIA H200"
 

@@ -23,7 +23,7 @@ from orchestrator.mig_apply import (
 )
 from orchestrator.parsers.mig import parse_lgipp
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = Path(__file__).resolve().parents[2] / "tests" / "recorded"
 REAL = SHARED / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 LGIP = (REAL / "nvidia-smi-mig-lgip.txt").read_text().replace("# exit=0\n", "")
 LGIPP = (REAL / "nvidia-smi-mig-lgipp.txt").read_text().replace("# exit=0\n", "")

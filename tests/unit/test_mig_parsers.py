@@ -18,7 +18,7 @@ from orchestrator.parsers.mig import (
     parse_lgipp,
 )
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = Path(__file__).resolve().parents[2] / "tests" / "recorded"
 REAL = SHARED / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 DERIVED = Path(__file__).resolve().parent / "fixtures_derived" / "h200x2-mig"
 

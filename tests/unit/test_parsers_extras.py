@@ -29,8 +29,9 @@ from orchestrator.parsers.sysfs_pci import parse_sysfs_pci
 from orchestrator.parsers.topo import parse_topo
 
 REAL = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
+    Path(__file__).resolve().parents[2]
+    / "tests"
+    / "recorded"
     / "fixtures"
     / "real"
     / "h200x2-ubuntu2404-580"

@@ -1,4 +1,4 @@
-"""Every parser against the raw outputs of the real 2x H200 host (../shared/fixtures/real/)."""
+"""Every parser against the raw outputs of the real 2x H200 host (tests/recorded/fixtures/real/)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ from orchestrator.parsers.sysfs_pci import parse_sysfs_pci
 from orchestrator.parsers.topo import parse_topo
 
 REAL = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
+    Path(__file__).resolve().parents[2]
+    / "tests"
+    / "recorded"
     / "fixtures"
     / "real"
     / "h200x2-ubuntu2404-580"

@@ -16,8 +16,9 @@ from orchestrator.plan import HostPlan, RolePlan, plan_fleet, plan_host
 from orchestrator.policy import load_policy
 
 REAL = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
+    Path(__file__).resolve().parents[2]
+    / "tests"
+    / "recorded"
     / "fixtures"
     / "real"
     / "h200x2-ubuntu2404-580"

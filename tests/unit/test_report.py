@@ -16,7 +16,7 @@ from orchestrator.plan import plan_host
 from orchestrator.policy import load_policy
 from orchestrator.validate.result import CheckResult
 
-REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
+REAL = Path(__file__).resolve().parents[2] / "tests" / "recorded" / "fixtures" / "real"
 RAW = {p.name: p.read_text() for p in (REAL / "h200x2-ubuntu2404-580").iterdir()}
 FACTS = parse_host("h200", RAW)
 PLAN = plan_host(FACTS, load_policy("h200", {}), default_catalog())

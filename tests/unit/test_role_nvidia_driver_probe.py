@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"
+SHARED = REPO / "tests" / "recorded"
 FIXTURE = SHARED / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 ANSIBLE_PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
 # Local fake hosts run modules with this interpreter (no discovery on the control machine).

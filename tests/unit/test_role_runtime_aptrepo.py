@@ -22,7 +22,7 @@ from aptrepo.packages import (  # noqa: E402
     all_packages,
 )
 
-OPERATIONS = REPO.parent / "shared" / "reference" / "operations.md"
+OPERATIONS = REPO / "tests" / "recorded" / "reference" / "operations.md"
 
 
 @pytest.fixture(scope="module")

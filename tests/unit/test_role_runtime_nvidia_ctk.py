@@ -16,7 +16,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CTK = REPO / "tests" / "lab" / "aptrepo" / "payload" / "nvidia-ctk"
-REAL = REPO.parent / "shared" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
+REAL = REPO / "tests" / "recorded" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 MIG = REPO / "tests" / "unit" / "fixtures_derived" / "h200x2-mig"
 
 

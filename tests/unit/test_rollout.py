@@ -13,7 +13,7 @@ from orchestrator.facts import HostFacts
 from orchestrator.parsers import parse_host
 from orchestrator.rollout import batch_size, count, drained_elsewhere
 
-REAL = Path(__file__).resolve().parents[2].parent / "shared/fixtures/real/h200x2-ubuntu2404-580"
+REAL = Path(__file__).resolve().parents[2] / "tests/recorded/fixtures/real/h200x2-ubuntu2404-580"
 
 
 def real_raw() -> dict[str, str]:

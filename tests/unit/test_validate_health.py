@@ -18,7 +18,7 @@ from orchestrator.parsers import names, parse_host
 from orchestrator.validate.health import health_input, run_health
 from orchestrator.validate.result import CheckResult
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = Path(__file__).resolve().parents[2] / "tests" / "recorded"
 REAL = SHARED / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 DERIVED = Path(__file__).resolve().parent / "fixtures_derived"
 GPU1 = "0000:00:07.0"

@@ -12,7 +12,7 @@ from orchestrator.catalog import ValidationFigure, default_catalog
 from orchestrator.parsers.nccl_tests import parse_nccl_tests
 from orchestrator.validate import nccl
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = Path(__file__).resolve().parents[2] / "tests" / "recorded"
 REAL = SHARED / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 DEVICE_RUN = Path(__file__).resolve().parent / "data" / "gpucheck-h200x2-device.json"
 H200 = default_catalog().gpu(0x2335)

@@ -17,7 +17,7 @@ from orchestrator.validate import runner
 from orchestrator.validate.result import SIMULATED
 from orchestrator.validate.runner import CommandOutput, SubprocessExecutor, validate_host
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = Path(__file__).resolve().parents[2] / "tests" / "recorded"
 REAL = SHARED / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 DEVICE_RUN = Path(__file__).resolve().parent / "data" / "gpucheck-h200x2-device.json"
 CATALOG = default_catalog()

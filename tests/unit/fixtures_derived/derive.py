@@ -1,4 +1,4 @@
-"""Derive host fixtures from the real 2x H200 capture (../../../../shared/fixtures/real/).
+"""Derive host fixtures from the real 2x H200 capture (tests/recorded/fixtures/real/).
 
 Each variant starts from the real raw outputs and changes what a different host would show:
 other PCI ids and counts, NVSwitches on the bus, another driver, no driver, faults. Formats
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REAL = HERE.parents[2].parent / "shared" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
+REAL = HERE.parents[1] / "recorded" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 
 Raw = dict[str, str]
 
