@@ -165,8 +165,27 @@ def _too_old(models: Sequence[GpuModel], version: str) -> list[GpuModel]:
 
 
 def _check_pinned_branch(
-    host: str, branch: int, version: str | None, models: Sequence[GpuModel], notes: _Notes
+    host: str,
+    branch: int,
+    version: str | None,
+    models: Sequence[GpuModel],
+    notes: _Notes,
+    catalog: Catalog,
 ) -> None:
+    problem = catalog.branch_problem(branch, [m.arch for m in models])
+    if problem:
+        usable = [
+            b.branch
+            for b in catalog.ltsb_branches()
+            if not catalog.branch_problem(b.branch, [m.arch for m in models])
+        ]
+        raise PolicyError(
+            f"nvidia_driver_branch={branch}: {problem}",
+            host=host,
+            fix=f"pin an existing branch this host's GPUs support (LTSB: "
+            f'{", ".join(map(str, usable)) or "none"}), or set nvidia_driver_branch to "" '
+            "to let the planner choose",
+        )
     old = _too_old(models, version or str(branch))
     if old:
         needs = ", ".join(f"{m.model} needs >= {m.min_driver}" for m in old)
@@ -190,7 +209,8 @@ def _default_branch(
 ) -> _DriverChoice | None:
     names = ", ".join(sorted({m.model for m in models}))
     for branch in catalog.ltsb_branches():
-        if not _too_old(models, str(branch.branch)):
+        past_last = catalog.branch_problem(branch.branch, [m.arch for m in models])
+        if not past_last and not _too_old(models, str(branch.branch)):
             return _DriverChoice(branch.branch, None, f"newest LTSB branch supporting {names}")
     notes.blockers.append(
         f"no LTSB driver branch in the catalog supports {names}; fix: pin "
@@ -274,7 +294,9 @@ def _driver_role(
     from_archive = policy.driver_source == "distribution"
     flavour = _flavour(models, policy, notes, source if from_archive else None)
     if policy.driver_branch is not None:
-        _check_pinned_branch(facts.host, policy.driver_branch, policy.driver_version, models, notes)
+        _check_pinned_branch(
+            facts.host, policy.driver_branch, policy.driver_version, models, notes, catalog
+        )
     choice: _DriverChoice | None
     if from_archive:
         choice = _distribution_choice(facts, policy, models, catalog, notes, flavour, source)
@@ -543,7 +565,13 @@ def plan_host(
                 "the catalog; fix: add it to orchestrator/catalog.yaml from a trusted source, "
                 "or leave this host out (--limit)"
             )
-    if not gpus:
+    pci_errors = [e for e in facts.errors if e.startswith("sysfs-pci-devices.txt")]
+    if not gpus and pci_errors:  # the capture is broken, not the host: say what is broken
+        notes.blockers.append(
+            f"PCI devices unknown: {pci_errors[0]}; fix: re-run `provision detect` (with "
+            "--save DIR, check DIR/<host>/sysfs-pci-devices.txt), or repair the saved file"
+        )
+    elif not gpus:
         notes.blockers.append(
             "no NVIDIA GPU on the PCI bus; fix: check the host (passthrough, BIOS) or leave "
             "it out of gpu_nodes"
