@@ -68,9 +68,14 @@ def save_host(root: Path, host: str, raw: Mapping[str, str]) -> Path:
     for name, text in raw.items():
         (staging / name).write_text(text, encoding="utf-8")
     target = root / host
-    if target.exists():
-        shutil.rmtree(target)
+    # each capture is written whole before it takes the host's name: DIR/<host>/ is never
+    # a half-written mix of the old and the new outputs
+    old = Path(tempfile.mkdtemp(prefix=f".{host}.old.", dir=root)) if target.exists() else None
+    if old is not None:
+        target.replace(old / host)
     staging.rename(target)
+    if old is not None:
+        shutil.rmtree(old)
     return target
 
 

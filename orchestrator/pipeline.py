@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import fnmatch
 import importlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -184,7 +182,7 @@ def _plan(
 def _write_report(args: argparse.Namespace, report: rep.RunReport) -> None:
     path = getattr(args, "report", None)
     if path:
-        Path(path).write_text(json.dumps(rep.report_document(report), indent=2) + "\n")
+        rep.write_document(path, rep.report_document(report))
 
 
 def _finish(args: argparse.Namespace, console: Console, report: rep.RunReport) -> int:
@@ -224,18 +222,20 @@ def run_detect(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def _limit_saved(raw: Mapping[str, RawFacts], limit: str | None, where: str) -> dict[str, RawFacts]:
-    """--limit over a saved facts directory: host names or shell-style patterns, `,` or `:`."""
+def _limit_saved(
+    raw: Mapping[str, RawFacts], limit: str | None, where: str, fleet: Fleet | None
+) -> dict[str, RawFacts]:
+    """--limit over a saved facts directory: Ansible's host patterns (ansible-core's matcher)
+    over its host names, with the groups the inventory (-i) gives them."""
     if not limit:
         return dict(raw)
-    patterns = [p for p in re.split(r"[,:]", limit) if p]
-    kept = {h: r for h, r in raw.items() if any(fnmatch.fnmatchcase(h, p) for p in patterns)}
-    if not kept:
-        raise BadInputError(
-            f"--limit {limit!r} matches no host directory of {where}",
-            fix=f"use one of: {', '.join(sorted(raw))}",
-        )
-    return kept
+    from orchestrator.inventory import Inventory, match_limit
+
+    groups: dict[str, tuple[str, ...]] = {}
+    if fleet is not None:
+        groups = {h.name: h.groups for h in cast(Inventory, fleet.handle).hosts}
+    kept = match_limit(list(raw), groups, limit, where)
+    return {h: raw[h] for h in kept}
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -246,10 +246,12 @@ def run_plan(args: argparse.Namespace) -> int:
         from orchestrator.factsdir import load_dir
         from orchestrator.parsers import parse_host
 
-        raw = _limit_saved(load_dir(args.facts), args.limit, args.facts)
+        saved = load_dir(args.facts)
+        inventory = _load_inventory(args.inventory, None) if args.inventory else None
+        raw = _limit_saved(saved, args.limit, f"the saved facts in {args.facts}", inventory)
         hostvars: Mapping[str, Mapping[str, object]] = {h: {} for h in raw}
-        if args.inventory:  # policy from the inventory for the hosts it names
-            fleet = _load_inventory(args.inventory, None)
+        if inventory is not None:  # policy from the inventory for the hosts it names
+            fleet = inventory
             for h in sorted(set(raw) - set(fleet.hostvars)):
                 console.print(f"[yellow]warning[/] {h}: not in {args.inventory}: default policy")
             hostvars = {h: fleet.hostvars.get(h, {}) for h in raw}

@@ -7,10 +7,15 @@ ordered roles under `roles`); a full run writes the report document.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import json
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Literal
 
 from rich.console import Console
@@ -204,6 +209,26 @@ def report_document(report: RunReport) -> dict[str, object]:
         },
         "hosts": hosts,
     }
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write `text` to `path` through a temporary file in the same directory and a rename: a
+    reader (or a crash, or Ctrl-C) never sees half a report."""
+    target = Path(path).expanduser()
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def write_document(path: str | os.PathLike[str], doc: Mapping[str, object]) -> Path:
+    return write_atomic(path, json.dumps(doc, indent=2) + "\n")
 
 
 # --- tables -----------------------------------------------------------------------------
