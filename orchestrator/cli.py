@@ -297,6 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.started = dt.datetime.now(dt.UTC)  # the report's start: before detection, not after
     try:
+        from orchestrator import timing
+
+        timing.reset()
         check_arguments(args)
         return _resolve(STAGES[args.stage or "all"])(args)
     except GpuprovError as exc:

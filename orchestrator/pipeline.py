@@ -24,7 +24,7 @@ from rich.markup import escape
 
 from orchestrator import apply as apply_mod
 from orchestrator import report as rep
-from orchestrator import rollout
+from orchestrator import rollout, timing
 from orchestrator.catalog import Catalog, default_catalog
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError
 from orchestrator.facts import HostFacts
@@ -86,8 +86,10 @@ def _detect(fleet: Fleet, console: Console) -> Detected:
     from orchestrator.parsers import parse_host
 
     inv = cast(Inventory, fleet.handle)
+    start = timing.now()
     result = detect_hosts(
-        replace(inv, hosts=tuple(h for h in inv.hosts if h.name in fleet.hostvars))
+        replace(inv, hosts=tuple(h for h in inv.hosts if h.name in fleet.hostvars)),
+        on_host=lambda d: timing.TIMINGS.record(d.host, "detect", start, timing.now()),
     )
     raw = result.raw
     errors = {h: str(e) for h, e in result.failed.items()}
@@ -142,16 +144,17 @@ def _verify_hosts(
 
     if fleet.inventory_path is None:
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
-    run = run_suite(
-        fleet.inventory_path,
-        # run_suite passes --hosts=ansible://PATTERN; testinfra splits --hosts on commas and
-        # matches each with fnmatch, so name every host as its own ansible:// spec.
-        ",ansible://".join(hosts),
-        workdir,
-        plan_vars={h: plans[h].role_vars() for h in hosts},
-        workers=workers_for(len(hosts)),
-        stream=False,
-    )
+    with timing.stage("verify", hosts):
+        run = run_suite(
+            fleet.inventory_path,
+            # run_suite passes --hosts=ansible://PATTERN; testinfra splits --hosts on commas and
+            # matches each with fnmatch, so name every host as its own ansible:// spec.
+            ",ansible://".join(hosts),
+            workdir,
+            plan_vars={h: plans[h].role_vars() for h in hosts},
+            workers=workers_for(len(hosts)),
+            stream=False,
+        )
     return {
         h: rep.StageResult("done", tuple(run.results.get(h, ())))
         if h in run.results
@@ -174,8 +177,9 @@ def _plan(
     catalog: Catalog,
 ) -> tuple[dict[str, Policy], dict[str, HostPlan]]:
     """Policies of every host first (all problems at once), then plans; both bad input."""
-    policies = load_policies({h: hostvars.get(h, {}) for h in facts})
-    plans = plan_fleet(facts, policies, catalog, today=dt.datetime.now(dt.UTC).date())
+    with timing.stage("plan", facts):
+        policies = load_policies({h: hostvars.get(h, {}) for h in facts})
+        plans = plan_fleet(facts, policies, catalog, today=dt.datetime.now(dt.UTC).date())
     return policies, plans
 
 
@@ -354,7 +358,8 @@ def _validation(
             out[h] = rep.StageResult("not_run", note="host not reachable or blocked")
             continue
         raw = dict(detected.raw[h])
-        out[h] = _validate_host(fleet, h, detected.facts[h], raw, policies[h], runtime)
+        with timing.stage("validate", [h]):
+            out[h] = _validate_host(fleet, h, detected.facts[h], raw, policies[h], runtime)
     return out
 
 

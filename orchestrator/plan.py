@@ -26,6 +26,9 @@ from orchestrator.policy import Policy
 
 ROLE_ORDER = ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig")
 SOURCE_NAMES = {"cuda": "NVIDIA's CUDA repository", "distribution": "the distribution's archive"}
+# `uname -m` -> the CUDA repository's architecture directory (reference/packages.yaml: "arch
+# dir x86_64 for amd64, sbsa for arm64 servers").
+CUDA_ARCH_DIRS = {"x86_64": "x86_64", "aarch64": "sbsa"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class HostPlan:
     roles: tuple[RolePlan, ...]
     warnings: tuple[str, ...] = ()
     blockers: tuple[str, ...] = ()
+    arch: str = ""  # the host's CPU architecture (`uname -m`), "" when unknown
+    repository: str = ""  # NVIDIA's CUDA repository path for the driver, e.g. "ubuntu2404/sbsa"
 
     @property
     def blocked(self) -> bool:
@@ -301,7 +306,13 @@ def _driver_role(
     if from_archive:
         choice = _distribution_choice(facts, policy, models, catalog, notes, flavour, source)
     else:
-        if source is None or source.cuda_repo is None:
+        if facts.arch and facts.arch not in CUDA_ARCH_DIRS:
+            notes.blockers.append(
+                f"CPU architecture {facts.arch}: NVIDIA's CUDA repository has directories for "
+                f"{', '.join(CUDA_ARCH_DIRS)} only; fix: leave this host out (--limit)"
+            )
+            choice = None
+        elif source is None or source.cuda_repo is None:
             os_name = f"{facts.os.id} {facts.os.version_id}" if facts.os else "an unknown OS"
             notes.blockers.append(
                 f"NVIDIA's CUDA repository has no path for {os_name} in the catalog; fix: set "
@@ -389,6 +400,15 @@ def _driver_role(
         reason=f"{action}; {fabric_reason}",
         change=not keep,
     )
+
+
+def cuda_repository(facts: HostFacts, policy: Policy, catalog: Catalog) -> str:
+    """The CUDA repository path the driver comes from, for the host's OS and CPU
+    ("ubuntu2404/sbsa"); "" when the driver does not come from NVIDIA's repository."""
+    source = catalog.driver_source(facts.os.id, facts.os.version_id) if facts.os else None
+    if policy.driver_source != "cuda" or source is None or not source.cuda_repo:
+        return ""
+    return f"{source.cuda_repo}/{CUDA_ARCH_DIRS.get(facts.arch, 'x86_64')}"
 
 
 def _below(target: str, minimum: str) -> bool:
@@ -599,6 +619,10 @@ def plan_host(
         roles=tuple(roles),
         warnings=tuple(dict.fromkeys(notes.warnings)),
         blockers=tuple(notes.blockers),
+        arch=facts.arch,
+        repository=cuda_repository(facts, policy, catalog)
+        if "nvidia_driver" in policy.roles
+        else "",
     )
 
 

@@ -23,6 +23,8 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from orchestrator import timing
+
 HEARTBEAT_S = 15.0
 _PACKAGE_ACTIONS = ("apt", "dnf", "yum", "package", "pip")
 
@@ -130,6 +132,11 @@ class ApplyProgress:
             return
         with self._lock:
             self._event(kind, host, data)
+        at = timing.event_time(event)
+        timing.TIMINGS.record(host, "apply", at, at)
+        role = data.get("role")
+        if isinstance(role, str) and role:
+            timing.TIMINGS.record_role(host, role, at, at)
 
     def _event(self, kind: str, host: str, data: Mapping[str, Any]) -> None:
         line = self.lines[host]
