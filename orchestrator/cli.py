@@ -245,6 +245,17 @@ def check_arguments(args: argparse.Namespace) -> None:
     """Every user-given path and option, checked before any host is touched (exit 2)."""
     stage = args.stage or "all"
     if stage == "lab":
+        given = [
+            f"--{dest.replace('_', '-')}"
+            for dest in ("inventory", "limit", "report", "json", *ROLLOUT_OPTIONS)
+            if getattr(args, dest, None) not in (None, False)
+        ]
+        if given:
+            raise BadInputError(
+                f"{', '.join(given)}: `provision lab` does not use "
+                f"{'it' if len(given) == 1 else 'them'}",
+                fix="drop them; `provision lab up` writes an inventory to pass to the other stages",
+            )
         return
     if stage not in ROLLOUT_STAGES:
         given = [

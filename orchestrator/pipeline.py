@@ -14,6 +14,7 @@ import argparse
 import datetime as dt
 import importlib
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -186,7 +187,14 @@ def _plan(
 def _write_report(args: argparse.Namespace, report: rep.RunReport) -> None:
     path = getattr(args, "report", None)
     if path:
-        rep.write_document(path, rep.report_document(report))
+        try:
+            rep.write_document(path, rep.report_document(report))
+        except OSError as exc:  # checked before the run; the disk can still fill or vanish
+            print(
+                f"provision: error: the report could not be written to {path}: {exc.strerror}"
+                " (the hosts' results are above; --json prints the report on stdout)",
+                file=sys.stderr,
+            )
 
 
 def _finish(args: argparse.Namespace, console: Console, report: rep.RunReport) -> int:

@@ -277,3 +277,27 @@ def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[s
     assert info.value.code == 0
     assert capsys.readouterr().out == f"provision {metadata.version('gpuprov')}\n"
     assert metadata.version("gpuprov") == report.GPUPROV_VERSION
+
+
+def test_lab_refuses_the_stage_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--serial", "2", "lab", "status"]) == 2
+    assert "--serial: `provision lab` does not use it" in capsys.readouterr().err
+
+
+def test_a_report_that_cannot_be_written_at_the_end_keeps_the_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "gone" / "report.json"
+    target.parent.mkdir()
+    facts = facts_dir(tmp_path)
+    real_plan = pipeline._plan
+
+    def plan_then_vanish(*a: object, **kw: object) -> object:
+        target.parent.rmdir()  # the directory disappears while the run goes on
+        return real_plan(*a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "_plan", plan_then_vanish)
+    assert main(["plan", "--facts", str(facts), "--report", str(target), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["hosts"]["h200-real"]
+    assert f"the report could not be written to {target}" in err and "Traceback" not in err
