@@ -301,3 +301,22 @@ def test_a_report_that_cannot_be_written_at_the_end_keeps_the_json(
     out, err = capsys.readouterr()
     assert json.loads(out)["hosts"]["h200-real"]
     assert f"the report could not be written to {target}" in err and "Traceback" not in err
+
+
+def test_an_unreadable_saved_file_is_exit_2_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    facts = facts_dir(tmp_path)
+    pci = facts / "h200-real" / "sysfs-pci-devices.txt"
+    read_text = Path.read_text
+
+    def unreadable(self: Path, *a: object, **kw: object) -> str:
+        if self == pci:  # as chmod 0 would for a non-root user (tests may run as root)
+            raise PermissionError(13, "Permission denied", str(self))
+        return read_text(self, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", unreadable)
+    assert main(["plan", "--facts", str(facts)]) == 2
+    err = capsys.readouterr().err
+    assert f"saved facts file {pci} cannot be read: Permission denied" in err
+    assert "Traceback" not in err
