@@ -8,6 +8,7 @@ naming the entry and the field.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
@@ -121,6 +122,15 @@ class DriverBranch:
 
 
 @dataclass(frozen=True)
+class ArchBranches:
+    """The driver branches one GPU architecture can run: `low`..`high` (None: unbounded)."""
+
+    low: int | None
+    high: int | None
+    source: str
+
+
+@dataclass(frozen=True)
 class DistributionDriver:
     branch: int
     version: str
@@ -150,6 +160,26 @@ class Catalog:
     cuda_compat_min_driver: Mapping[str, str]  # CUDA major -> minor-version-compat floor
     driver_sources: tuple[DriverSource, ...]
     validation_floor_fraction: float
+    known_branches: frozenset[int] = frozenset()  # every branch NVIDIA released (any kind)
+    arch_branches: Mapping[str, ArchBranches] = dataclasses.field(default_factory=dict)
+
+    def branch_problem(self, branch: int, archs: Sequence[str]) -> str | None:
+        """Why `branch` cannot drive GPUs of `archs` (it does not exist, or is past the last
+        branch of an architecture), else None."""
+        if self.known_branches and branch not in self.known_branches:
+            near = sorted(self.known_branches, key=lambda b: (abs(b - branch), b))[:3]
+            return (
+                f"R{branch} is not a driver branch NVIDIA has released (nearest known: "
+                f"{', '.join(f'R{b}' for b in sorted(near))}; catalog known_driver_branches)"
+            )
+        for arch in dict.fromkeys(archs):
+            bounds = self.arch_branches.get(arch)
+            if bounds is not None and bounds.high is not None and branch > bounds.high:
+                return (
+                    f"R{branch} does not support {arch} GPUs: R{bounds.high} is the last branch "
+                    f"for {arch} ({bounds.source.split(' (')[0]})"
+                )
+        return None
 
     def __post_init__(self) -> None:
         index: dict[int, GpuModel] = {}
@@ -460,6 +490,30 @@ def parse_catalog(data: object) -> Catalog:
             key=lambda b: b.branch,
         )
     )
+    known: set[int] = set()
+    for i, item in enumerate(top.items("known_driver_branches", optional=True)):
+        k = _Entry(item, f"known_driver_branches[{i}]")
+        k.req_str("source")
+        numbers = k.items("branches")
+        if not all(isinstance(b, int) and not isinstance(b, bool) for b in numbers):
+            raise k._bad("branches", "a list of branch numbers")
+        known |= set(cast(list[int], numbers))
+    arch_branches: dict[str, ArchBranches] = {}
+    raw_arch_branches = top.data.get("architecture_branches")
+    if raw_arch_branches is not None:
+        ab = _Entry(raw_arch_branches, "architecture_branches")
+        for name in ab.data:
+            a = _Entry(ab.data[name], f"architecture_branches.{name}")
+            low, high = a.integer("min", optional=True), a.integer("max", optional=True)
+            if low is not None and high is not None and low > high:
+                raise a._bad("max", "a branch at least `min`")
+            arch_branches[str(name)] = ArchBranches(low, high, a.req_str("source"))
+    unknown = sorted({b.branch for b in branches} - known) if known else []
+    if unknown:
+        raise CatalogError(
+            f"catalog: driver_branches {unknown} are not in known_driver_branches",
+            fix="add each branch to known_driver_branches with its source",
+        )
     return Catalog(
         gpus=gpus,
         architectures=archs,
@@ -471,6 +525,8 @@ def parse_catalog(data: object) -> Catalog:
             _driver_source(s, i) for i, s in enumerate(top.items("driver_sources"))
         ),
         validation_floor_fraction=fraction,
+        known_branches=frozenset(known),
+        arch_branches=arch_branches,
     )
 
 

@@ -3,7 +3,9 @@
 Exit codes (documented in README.md):
   0  every host ok
   1  at least one host failed (unreachable, a role failed, a check failed)
-  2  bad input (inventory, policy, options), found before any change to any host
+  2  bad input (inventory, policy, options, paths), found before any change to any host
+  130  interrupted (Ctrl-C): the hosts mid-change are named, the run's report is left
+  141  stdout's reader went away (`| head`): exits quietly
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, GpuprovError
+from orchestrator.errors import EXIT_BAD_INPUT, BadInputError, GpuprovError
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout closed it
 
 # Stage name -> "module:function"; each function takes the parsed options and returns an
 # exit code. Imported lazily so `provision lab status` does not load Ansible.
@@ -67,31 +73,100 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     parser.add_argument("-v", "--verbose", action="count", default=d(0))
 
 
+DESCRIPTION = """\
+Take bare NVIDIA GPU hosts to validated, container-ready nodes.
+
+Without a STAGE, provision runs the full pipeline, which CHANGES the hosts:
+detect -> plan -> apply -> detect again -> validate -> verify -> report.
+Each STAGE runs one step; only `apply` (and the full run) change hosts:
+
+  detect    read-only: OS, GPUs, driver, runtime of each host (one SSH round-trip)
+  plan      read-only: the roles and variables each host needs, and why
+  apply     install and configure the planned roles with Ansible (changes hosts)
+  validate  read-only: GPU, NCCL and host health checks
+  verify    read-only: the host state checked with pytest-testinfra
+  lab       simulated GPU hosts in local containers, for trying provision out
+
+Start read-only: `provision -i INVENTORY plan`, then `provision -i INVENTORY apply --check`."""
+
+EPILOG = (
+    "Exit codes: 0 every host ok; 1 some host failed; 2 bad input, nothing changed; "
+    "130 interrupted."
+)
+
+STAGE_HELP: dict[str, tuple[str, str]] = {
+    "detect": (
+        "detect OS, GPUs, driver and runtime on each host",
+        "Probe each host in one SSH round-trip (read-only) and show what it has. --save DIR "
+        "keeps the raw outputs, to plan offline later with `plan --facts DIR`.",
+    ),
+    "plan": (
+        "plan roles and variables per host",
+        "Show the roles and variables each host needs and why, with warnings and blockers. "
+        "Read-only: live over SSH, or offline from a saved facts directory (--facts).",
+    ),
+    "apply": (
+        "apply the planned roles with Ansible",
+        "Detect, plan, then run the site playbook on every host the plan does not block. "
+        "CHANGES the hosts; --check shows the changes without making them. Rolling: --serial, "
+        "--max-fail-percent, --max-unavailable.",
+    ),
+    "validate": (
+        "run GPU, NCCL and host health checks",
+        "Detect and run the GPU, NCCL and host health checks on each host (read-only).",
+    ),
+    "verify": (
+        "verify host state with pytest-testinfra",
+        "Detect and check each host's state against its plan with pytest-testinfra (read-only).",
+    ),
+}
+
+# Options only some stages use; any other stage refuses them (dest -> the option's name).
+ROLLOUT_OPTIONS = {
+    "check": "--check",
+    "serial": "--serial",
+    "max_fail_percent": "--max-fail-percent",
+    "max_unavailable": "--max-unavailable",
+}
+ROLLOUT_STAGES = ("all", "apply")
+
+
+def version() -> str:
+    """The installed package's version (pyproject.toml's, through the package metadata)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("gpuprov")
+    except metadata.PackageNotFoundError:  # a checkout that was never installed
+        return "unknown (not installed: pip install -e .)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="provision",
-        description="Take bare NVIDIA GPU hosts to validated, container-ready nodes.",
-        epilog="Exit codes: 0 every host ok; 1 some host failed; 2 bad input, nothing changed.",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"provision {version()}")
     _common(parser, suppress=False)
     parser.set_defaults(stage="all")
     sub = parser.add_subparsers(dest="stage", metavar="STAGE")
 
-    p = sub.add_parser("detect", help="detect OS, GPUs, driver and runtime on each host")
-    _common(p, suppress=True)
+    def stage(name: str) -> argparse.ArgumentParser:
+        short, long = STAGE_HELP[name]
+        p = sub.add_parser(name, help=short, description=long, epilog=EPILOG)
+        _common(p, suppress=True)
+        return p
+
+    p = stage("detect")
     p.add_argument("--save", metavar="DIR", help="write raw outputs to DIR/<host>/")
 
-    p = sub.add_parser("plan", help="plan roles and variables per host")
-    _common(p, suppress=True)
+    p = stage("plan")
     p.add_argument("--facts", metavar="DIR", help="plan offline from a saved facts directory")
 
-    for name, text in (
-        ("apply", "apply the planned roles with Ansible"),
-        ("validate", "run GPU, NCCL and host health checks"),
-        ("verify", "verify host state with pytest-testinfra"),
-    ):
-        p = sub.add_parser(name, help=text)
-        _common(p, suppress=True)
+    for name in ("apply", "validate", "verify"):
+        p = stage(name)
         if name == "validate":
             p.add_argument(
                 "--runtime",
@@ -100,7 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
                 help="run GPU checks in a container (default where Docker runs) or on the host",
             )
 
-    p = sub.add_parser("lab", help="simulated GPU hosts in local containers")
+    p = sub.add_parser(
+        "lab",
+        help="simulated GPU hosts in local containers",
+        description="Simulated GPU hosts (systemd containers with real SSH and a GPU simulator) "
+        "to try provision without GPUs. Every GPU fact there is simulated.",
+    )
     lab = p.add_subparsers(dest="lab_command", metavar="COMMAND", required=True)
     up = lab.add_parser("up", help="start test hosts and write an inventory")
     up.add_argument("--profile", default="p5.48xlarge", help="profile name or YAML path")
@@ -125,20 +205,126 @@ def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
     return func
 
 
+def _writable_dir(path: Path, option: str) -> None:
+    """`path` is, or can be made as, a directory we may write in."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise BadInputError(
+            f"{option} {path}: {probe} exists and is not a directory",
+            fix=f"pass a directory path for {option} (or remove the file {probe})",
+        )
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise BadInputError(
+            f"{option} {path}: {probe} is not writable",
+            fix=f"pass a path you can write for {option}, or fix the permissions of {probe}",
+        )
+
+
+def _writable_file(path: Path, option: str) -> None:
+    if path.is_dir():
+        raise BadInputError(
+            f"{option} {path} is a directory",
+            fix=f"pass a file path for {option}, e.g. {path / 'report.json'}",
+        )
+    parent = path.parent
+    if not parent.is_dir():
+        raise BadInputError(
+            f"{option} {path}: directory {parent} does not exist",
+            fix=f"create it first (mkdir -p {parent}) or pass another path",
+        )
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise BadInputError(
+            f"{option} {path} is not writable",
+            fix=f"pass a path you can write for {option}",
+        )
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Every user-given path and option, checked before any host is touched (exit 2)."""
+    stage = args.stage or "all"
+    if stage == "lab":
+        given = [
+            f"--{dest.replace('_', '-')}"
+            for dest in ("inventory", "limit", "report", "json", *ROLLOUT_OPTIONS)
+            if getattr(args, dest, None) not in (None, False)
+        ]
+        if given:
+            raise BadInputError(
+                f"{', '.join(given)}: `provision lab` does not use "
+                f"{'it' if len(given) == 1 else 'them'}",
+                fix="drop them; `provision lab up` writes an inventory to pass to the other stages",
+            )
+        return
+    if stage not in ROLLOUT_STAGES:
+        given = [
+            name
+            for dest, name in ROLLOUT_OPTIONS.items()
+            if getattr(args, dest, None) not in (None, False)
+        ]
+        if given:
+            raise BadInputError(
+                f"{', '.join(given)}: {'an option' if len(given) == 1 else 'options'} of "
+                f"`provision apply` and the full run; `provision {stage}` does not use "
+                f"{'it' if len(given) == 1 else 'them'}",
+                fix=f"drop {' '.join(given)}, or run `provision apply` (--check for a dry run)",
+            )
+    else:
+        from orchestrator.apply import check_options
+        from orchestrator.rollout import count
+
+        check_options(args.serial, args.max_fail_percent)
+        if args.max_unavailable is not None:
+            count(args.max_unavailable, 1, "--max-unavailable")
+    if getattr(args, "report", None):
+        _writable_file(Path(args.report).expanduser(), "--report")
+    if getattr(args, "save", None):
+        _writable_dir(Path(args.save).expanduser(), "--save")
+    facts = getattr(args, "facts", None)
+    if facts and not Path(facts).expanduser().is_dir():
+        raise BadInputError(
+            f"--facts {facts} does not exist or is not a directory",
+            fix="pass a directory written by `provision detect --save DIR`",
+        )
+    inventory = getattr(args, "inventory", None)
+    if inventory and not Path(inventory).expanduser().exists():
+        raise BadInputError(
+            f"--inventory {inventory} does not exist",
+            fix="pass an INI or YAML inventory (e.g. inventory/p5.ini), or `provision lab up` "
+            "for a local lab",
+        )
+
+
+def _interrupted(args: argparse.Namespace) -> None:
+    """Ctrl-C: say which hosts were mid-change and leave the run's report."""
+    from orchestrator.interrupt import interrupted_report
+
+    for line in interrupted_report(args):
+        print(f"provision: {line}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.started = dt.datetime.now(dt.UTC)  # the report's start: before detection, not after
     try:
+        from orchestrator import timing
+
+        timing.reset()
+        check_arguments(args)
         return _resolve(STAGES[args.stage or "all"])(args)
     except GpuprovError as exc:
         print(f"provision: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        # the reader went away (`provision plan --json | head -1`): nothing more to say to it
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        print(
-            "provision: interrupted; hosts may be half-applied (see the run's artifacts)",
-            file=sys.stderr,
-        )
-        return EXIT_HOST_FAILED
+        with contextlib.suppress(Exception):
+            _interrupted(args)
+        return EXIT_INTERRUPTED
 
 
 def entry() -> None:

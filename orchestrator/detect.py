@@ -9,6 +9,10 @@ Nothing is printed except an optional progress bar on a TTY: the caller renders 
 
 from __future__ import annotations
 
+import base64
+import errno
+import hashlib
+import logging
 import os
 import socket
 import subprocess
@@ -24,6 +28,11 @@ from orchestrator.inventory import Inventory, InventoryHost
 from orchestrator.probe import probe_script, split_output
 
 CONNECT_TIMEOUT_S = 10
+
+# paramiko logs a dropped connection with a traceback from its transport thread; the host's
+# error (one line, from _ssh_error) is what the user needs. A handler keeps Python's
+# last-resort handler from printing those records to stderr.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 PROBE_TIMEOUT_S = 180
 MAX_PARALLEL = 64
 
@@ -85,6 +94,40 @@ def _run_local(host: InventoryHost, timeout: float) -> str:
     return done.stdout
 
 
+def fingerprint(key: Any) -> str:
+    """A host key's fingerprint as `ssh-keygen -l` and ssh's prompts show it (SHA256:...)."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+class UnknownHostKey(Exception):
+    """Raised by the host-key policy: the server offered a key no known-hosts file holds."""
+
+    def __init__(self, hostname: str, key: Any) -> None:
+        super().__init__(f"{hostname}: unknown host key {key.get_name()} {fingerprint(key)}")
+        self.key = key
+
+
+def _reject_unknown() -> Any:
+    """paramiko's RejectPolicy, keeping the offered key so the message can show it."""
+    import paramiko
+
+    class _Reject(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]  # paramiko is untyped
+        def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+            raise UnknownHostKey(hostname, key)
+
+    return _Reject()
+
+
+_SILENT = ("Error reading SSH protocol banner", "No existing session")
+_DROPPED = ("SSH session not active", "Connection reset", "Socket is closed", "EOF")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
 def _ssh_error(host: InventoryHost, exc: BaseException) -> HostError:
     import paramiko
     from paramiko.ssh_exception import NoValidConnectionsError
@@ -95,18 +138,58 @@ def _ssh_error(host: InventoryHost, exc: BaseException) -> HostError:
     if isinstance(exc, paramiko.BadHostKeyException):
         return HostError(
             f"host key of {where} does not match the one in {files} "
-            f"(got {exc.key.get_name()} {exc.key.get_fingerprint().hex()}): the host was "
+            f"(offered {exc.key.get_name()} {fingerprint(exc.key)}): the host was "
             "reinstalled, or someone is in the middle",
             host=host.name,
             fix=f"verify the new key out of band, then `ssh-keygen -R '{scan_target}'` "
             "and add the new one",
         )
-    if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
+    if isinstance(exc, UnknownHostKey) or (
+        isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc)
+    ):
+        offered = (
+            f" (offered {exc.key.get_name()} {fingerprint(exc.key)})"
+            if isinstance(exc, UnknownHostKey)
+            else ""
+        )
         return HostError(
-            f"host key of {where} is unknown: not in {files}; gpuprov never accepts an unknown key",
+            f"host key of {where} is unknown{offered}: not in {files}; gpuprov never accepts "
+            "an unknown key",
             host=host.name,
             fix=f"verify its fingerprint, then `ssh-keyscan -p {host.port} {host.address} "
             f">> {host.known_hosts[0]}` (or ssh there once by hand)",
+        )
+    if isinstance(exc, NoValidConnectionsError):
+        errnos = {getattr(e, "errno", None) for e in exc.errors.values()}
+        if errnos <= {errno.ECONNREFUSED}:
+            return HostError(
+                f"unreachable: connection refused by {where}: nothing listens on port {host.port}",
+                host=host.name,
+                fix="check that sshd runs there and ansible_port is its port",
+            )
+    if isinstance(exc, socket.timeout | TimeoutError):
+        return HostError(
+            f"unreachable: connecting to {where} timed out",
+            host=host.name,
+            fix=f"check ansible_host, the route, and that no firewall drops port {host.port}",
+        )
+    text = str(exc)
+    if isinstance(exc, paramiko.SSHException) and any(s in text for s in _SILENT):
+        return HostError(
+            f"no SSH server answered on {where}: the port accepts connections but sent no "
+            "SSH greeting (not sshd, a firewall holding the connection, or sshd overloaded)",
+            host=host.name,
+            fix=f"check that port {host.port} is sshd's (ansible_port), e.g. `nc {host.address} "
+            f"{host.port}` should print SSH-2.0-...",
+        )
+    if isinstance(exc, EOFError | ConnectionResetError | BrokenPipeError) or (
+        isinstance(exc, paramiko.SSHException) and any(s in text for s in _DROPPED)
+    ):
+        return HostError(
+            f"the SSH connection to {where} was dropped ({_first_line(exc)})",
+            host=host.name,
+            fix="check the host's sshd log (MaxStartups, a crash) and the network; "
+            "then run detect again",
         )
     if isinstance(exc, paramiko.AuthenticationException):
         return HostError(
@@ -115,20 +198,20 @@ def _ssh_error(host: InventoryHost, exc: BaseException) -> HostError:
             host=host.name,
             fix="check ansible_user and ansible_ssh_private_key_file for this host",
         )
-    if isinstance(exc, NoValidConnectionsError | ConnectionError | socket.timeout | TimeoutError):
+    if isinstance(exc, NoValidConnectionsError | ConnectionError):
         return HostError(
-            f"unreachable: {where}: {exc}",
+            f"unreachable: {where}: {_first_line(exc)}",
             host=host.name,
             fix="check ansible_host/ansible_port, that sshd runs and that no firewall blocks it",
         )
     if isinstance(exc, socket.gaierror):
         return HostError(
-            f"unreachable: cannot resolve {host.address}: {exc}",
+            f"unreachable: cannot resolve {host.address}: {_first_line(exc)}",
             host=host.name,
             fix="fix ansible_host (a resolvable name or an address)",
         )
     return HostError(
-        f"SSH to {where} failed: {type(exc).__name__}: {exc}",
+        f"SSH to {where} failed: {type(exc).__name__}: {_first_line(exc)}",
         host=host.name,
         fix="try `ssh` to the host by hand with the same user, port and key",
     )
@@ -185,6 +268,8 @@ def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str
     if host.key_file:
         # like ssh -i with IdentitiesOnly: the inventory's key, not whatever lies in ~/.ssh
         connect_kwargs.update(pkey=_private_key(host, host.key_file), look_for_keys=False)
+    # a port that accepts but never greets must fail as fast as one that refuses
+    connect_kwargs.update(banner_timeout=connect_timeout, auth_timeout=connect_timeout)
     conn = Connection(
         host=host.address,
         user=host.user,
@@ -193,7 +278,7 @@ def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str
         connect_kwargs=connect_kwargs,
     )
     # Fabric accepts unknown keys by default (AutoAddPolicy): gpuprov never does.
-    conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    conn.client.set_missing_host_key_policy(_reject_unknown())
     for path in host.known_hosts:
         if os.path.isfile(path):
             try:

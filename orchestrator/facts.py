@@ -177,6 +177,7 @@ class HostFacts:
     xids: tuple[XidEvent, ...] = ()
     uptime_s: float | None = None  # /proc/uptime when detected; ages Xid events
     upgrade: UpgradeState | None = None  # a driver upgrade recorded on the host, if any
+    arch: str = ""  # `uname -m`: "x86_64", "aarch64"; "" when unknown
 
     @property
     def nvidia_pci(self) -> tuple[PciDevice, ...]:

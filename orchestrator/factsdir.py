@@ -27,11 +27,18 @@ def _check_name(kind: str, name: str, where: Path) -> None:
 
 
 def load_host(path: Path) -> RawFacts:
-    return {
-        f.name: f.read_text(encoding="utf-8", errors="replace")
-        for f in sorted(path.iterdir())
-        if f.is_file() and not f.name.startswith(".")
-    }
+    raw: RawFacts = {}
+    for f in sorted(path.iterdir()):
+        if not f.is_file() or f.name.startswith("."):
+            continue
+        try:
+            raw[f.name] = f.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise BadInputError(
+                f"saved facts file {f} cannot be read: {exc.strerror}",
+                fix=f"fix its permissions (chmod u+r {f}) or re-run `provision detect --save`",
+            ) from exc
+    return raw
 
 
 def load_dir(path: str | os.PathLike[str]) -> dict[str, RawFacts]:
@@ -68,9 +75,14 @@ def save_host(root: Path, host: str, raw: Mapping[str, str]) -> Path:
     for name, text in raw.items():
         (staging / name).write_text(text, encoding="utf-8")
     target = root / host
-    if target.exists():
-        shutil.rmtree(target)
+    # each capture is written whole before it takes the host's name: DIR/<host>/ is never
+    # a half-written mix of the old and the new outputs
+    old = Path(tempfile.mkdtemp(prefix=f".{host}.old.", dir=root)) if target.exists() else None
+    if old is not None:
+        target.replace(old / host)
     staging.rename(target)
+    if old is not None:
+        shutil.rmtree(old)
     return target
 
 

@@ -8,9 +8,10 @@ variables, as ansible-playbook would see them before gathering facts.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,3 +236,46 @@ def load_inventory(path: str | os.PathLike[str], limit: str | None = None) -> In
         member_of = tuple(sorted(g.name for g in h.get_groups() if g.name != "all"))
         hosts.append(_host(str(h.name), member_of, resolved))
     return Inventory(inv_path, limit, tuple(hosts), groups)
+
+
+def match_limit(
+    hosts: Sequence[str], groups: Mapping[str, Sequence[str]], limit: str, where: str
+) -> list[str]:
+    """`limit` over hosts known only by name (a saved facts directory), by ansible-core's own
+    pattern matcher: host names, groups (`groups`: host -> its groups, e.g. from the
+    inventory), `a:b` / `a,b`, `!` exclusions, `&` intersections, wildcards, `~regex`,
+    `g[0:2]` subscripts. Hosts keep the given order."""
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+
+    with contextlib.redirect_stderr(io.StringIO()):  # "no inventory was parsed": none is
+        manager = InventoryManager(loader=DataLoader(), sources=[])
+    for host in hosts:
+        manager._inventory.add_host(host, group="all")
+        for group in groups.get(host, ()):
+            if group in ("all", "ungrouped"):
+                continue
+            manager._inventory.add_group(group)
+            manager._inventory.add_child(group, host)
+    manager._inventory.reconcile_inventory()
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # a part matching nothing: see below
+            manager.subset(limit)
+            selected = {h.name for h in manager.get_hosts("all")}
+    except AnsibleError as exc:
+        raise InventoryError(
+            f"--limit {limit!r} is not a valid host pattern: {str(exc).splitlines()[0]}",
+            fix="use Ansible host patterns: a group, a host, 'a:b', 'g:!h', 'g:&h', 'g[0:3]'",
+        ) from exc
+    kept = [h for h in hosts if h in selected]
+    if not kept:
+        known = sorted({g for gs in groups.values() for g in gs} - {"all", "ungrouped"})
+        raise InventoryError(
+            f"--limit {limit!r} matches no host of {where}",
+            fix=f"use a host ({', '.join(sorted(hosts)[:10])}"
+            + (", ..." if len(hosts) > 10 else "")
+            + ")"
+            + (f" or a group ({', '.join(known)})" if known else ""),
+        )
+    return kept

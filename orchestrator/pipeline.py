@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import fnmatch
 import importlib
 import json
-import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,7 +25,7 @@ from rich.markup import escape
 
 from orchestrator import apply as apply_mod
 from orchestrator import report as rep
-from orchestrator import rollout
+from orchestrator import rollout, timing
 from orchestrator.catalog import Catalog, default_catalog
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError
 from orchestrator.facts import HostFacts
@@ -88,8 +87,10 @@ def _detect(fleet: Fleet, console: Console) -> Detected:
     from orchestrator.parsers import parse_host
 
     inv = cast(Inventory, fleet.handle)
+    start = timing.now()
     result = detect_hosts(
-        replace(inv, hosts=tuple(h for h in inv.hosts if h.name in fleet.hostvars))
+        replace(inv, hosts=tuple(h for h in inv.hosts if h.name in fleet.hostvars)),
+        on_host=lambda d: timing.TIMINGS.record(d.host, "detect", start, timing.now()),
     )
     raw = result.raw
     errors = {h: str(e) for h, e in result.failed.items()}
@@ -144,16 +145,17 @@ def _verify_hosts(
 
     if fleet.inventory_path is None:
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
-    run = run_suite(
-        fleet.inventory_path,
-        # run_suite passes --hosts=ansible://PATTERN; testinfra splits --hosts on commas and
-        # matches each with fnmatch, so name every host as its own ansible:// spec.
-        ",ansible://".join(hosts),
-        workdir,
-        plan_vars={h: plans[h].role_vars() for h in hosts},
-        workers=workers_for(len(hosts)),
-        stream=False,
-    )
+    with timing.stage("verify", hosts):
+        run = run_suite(
+            fleet.inventory_path,
+            # run_suite passes --hosts=ansible://PATTERN; testinfra splits --hosts on commas and
+            # matches each with fnmatch, so name every host as its own ansible:// spec.
+            ",ansible://".join(hosts),
+            workdir,
+            plan_vars={h: plans[h].role_vars() for h in hosts},
+            workers=workers_for(len(hosts)),
+            stream=False,
+        )
     return {
         h: rep.StageResult("done", tuple(run.results.get(h, ())))
         if h in run.results
@@ -176,15 +178,23 @@ def _plan(
     catalog: Catalog,
 ) -> tuple[dict[str, Policy], dict[str, HostPlan]]:
     """Policies of every host first (all problems at once), then plans; both bad input."""
-    policies = load_policies({h: hostvars.get(h, {}) for h in facts})
-    plans = plan_fleet(facts, policies, catalog, today=dt.datetime.now(dt.UTC).date())
+    with timing.stage("plan", facts):
+        policies = load_policies({h: hostvars.get(h, {}) for h in facts})
+        plans = plan_fleet(facts, policies, catalog, today=dt.datetime.now(dt.UTC).date())
     return policies, plans
 
 
 def _write_report(args: argparse.Namespace, report: rep.RunReport) -> None:
     path = getattr(args, "report", None)
     if path:
-        Path(path).write_text(json.dumps(rep.report_document(report), indent=2) + "\n")
+        try:
+            rep.write_document(path, rep.report_document(report))
+        except OSError as exc:  # checked before the run; the disk can still fill or vanish
+            print(
+                f"provision: error: the report could not be written to {path}: {exc.strerror}"
+                " (the hosts' results are above; --json prints the report on stdout)",
+                file=sys.stderr,
+            )
 
 
 def _finish(args: argparse.Namespace, console: Console, report: rep.RunReport) -> int:
@@ -224,18 +234,20 @@ def run_detect(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def _limit_saved(raw: Mapping[str, RawFacts], limit: str | None, where: str) -> dict[str, RawFacts]:
-    """--limit over a saved facts directory: host names or shell-style patterns, `,` or `:`."""
+def _limit_saved(
+    raw: Mapping[str, RawFacts], limit: str | None, where: str, fleet: Fleet | None
+) -> dict[str, RawFacts]:
+    """--limit over a saved facts directory: Ansible's host patterns (ansible-core's matcher)
+    over its host names, with the groups the inventory (-i) gives them."""
     if not limit:
         return dict(raw)
-    patterns = [p for p in re.split(r"[,:]", limit) if p]
-    kept = {h: r for h, r in raw.items() if any(fnmatch.fnmatchcase(h, p) for p in patterns)}
-    if not kept:
-        raise BadInputError(
-            f"--limit {limit!r} matches no host directory of {where}",
-            fix=f"use one of: {', '.join(sorted(raw))}",
-        )
-    return kept
+    from orchestrator.inventory import Inventory, match_limit
+
+    groups: dict[str, tuple[str, ...]] = {}
+    if fleet is not None:
+        groups = {h.name: h.groups for h in cast(Inventory, fleet.handle).hosts}
+    kept = match_limit(list(raw), groups, limit, where)
+    return {h: raw[h] for h in kept}
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -246,10 +258,12 @@ def run_plan(args: argparse.Namespace) -> int:
         from orchestrator.factsdir import load_dir
         from orchestrator.parsers import parse_host
 
-        raw = _limit_saved(load_dir(args.facts), args.limit, args.facts)
+        saved = load_dir(args.facts)
+        inventory = _load_inventory(args.inventory, None) if args.inventory else None
+        raw = _limit_saved(saved, args.limit, f"the saved facts in {args.facts}", inventory)
         hostvars: Mapping[str, Mapping[str, object]] = {h: {} for h in raw}
-        if args.inventory:  # policy from the inventory for the hosts it names
-            fleet = _load_inventory(args.inventory, None)
+        if inventory is not None:  # policy from the inventory for the hosts it names
+            fleet = inventory
             for h in sorted(set(raw) - set(fleet.hostvars)):
                 console.print(f"[yellow]warning[/] {h}: not in {args.inventory}: default policy")
             hostvars = {h: fleet.hostvars.get(h, {}) for h in raw}
@@ -352,7 +366,8 @@ def _validation(
             out[h] = rep.StageResult("not_run", note="host not reachable or blocked")
             continue
         raw = dict(detected.raw[h])
-        out[h] = _validate_host(fleet, h, detected.facts[h], raw, policies[h], runtime)
+        with timing.stage("validate", [h]):
+            out[h] = _validate_host(fleet, h, detected.facts[h], raw, policies[h], runtime)
     return out
 
 

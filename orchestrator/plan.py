@@ -26,6 +26,9 @@ from orchestrator.policy import Policy
 
 ROLE_ORDER = ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig")
 SOURCE_NAMES = {"cuda": "NVIDIA's CUDA repository", "distribution": "the distribution's archive"}
+# `uname -m` -> the CUDA repository's architecture directory (reference/packages.yaml: "arch
+# dir x86_64 for amd64, sbsa for arm64 servers").
+CUDA_ARCH_DIRS = {"x86_64": "x86_64", "aarch64": "sbsa"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class HostPlan:
     roles: tuple[RolePlan, ...]
     warnings: tuple[str, ...] = ()
     blockers: tuple[str, ...] = ()
+    arch: str = ""  # the host's CPU architecture (`uname -m`), "" when unknown
+    repository: str = ""  # NVIDIA's CUDA repository path for the driver, e.g. "ubuntu2404/sbsa"
 
     @property
     def blocked(self) -> bool:
@@ -165,8 +170,27 @@ def _too_old(models: Sequence[GpuModel], version: str) -> list[GpuModel]:
 
 
 def _check_pinned_branch(
-    host: str, branch: int, version: str | None, models: Sequence[GpuModel], notes: _Notes
+    host: str,
+    branch: int,
+    version: str | None,
+    models: Sequence[GpuModel],
+    notes: _Notes,
+    catalog: Catalog,
 ) -> None:
+    problem = catalog.branch_problem(branch, [m.arch for m in models])
+    if problem:
+        usable = [
+            b.branch
+            for b in catalog.ltsb_branches()
+            if not catalog.branch_problem(b.branch, [m.arch for m in models])
+        ]
+        raise PolicyError(
+            f"nvidia_driver_branch={branch}: {problem}",
+            host=host,
+            fix=f"pin an existing branch this host's GPUs support (LTSB: "
+            f'{", ".join(map(str, usable)) or "none"}), or set nvidia_driver_branch to "" '
+            "to let the planner choose",
+        )
     old = _too_old(models, version or str(branch))
     if old:
         needs = ", ".join(f"{m.model} needs >= {m.min_driver}" for m in old)
@@ -190,7 +214,8 @@ def _default_branch(
 ) -> _DriverChoice | None:
     names = ", ".join(sorted({m.model for m in models}))
     for branch in catalog.ltsb_branches():
-        if not _too_old(models, str(branch.branch)):
+        past_last = catalog.branch_problem(branch.branch, [m.arch for m in models])
+        if not past_last and not _too_old(models, str(branch.branch)):
             return _DriverChoice(branch.branch, None, f"newest LTSB branch supporting {names}")
     notes.blockers.append(
         f"no LTSB driver branch in the catalog supports {names}; fix: pin "
@@ -274,12 +299,20 @@ def _driver_role(
     from_archive = policy.driver_source == "distribution"
     flavour = _flavour(models, policy, notes, source if from_archive else None)
     if policy.driver_branch is not None:
-        _check_pinned_branch(facts.host, policy.driver_branch, policy.driver_version, models, notes)
+        _check_pinned_branch(
+            facts.host, policy.driver_branch, policy.driver_version, models, notes, catalog
+        )
     choice: _DriverChoice | None
     if from_archive:
         choice = _distribution_choice(facts, policy, models, catalog, notes, flavour, source)
     else:
-        if source is None or source.cuda_repo is None:
+        if facts.arch and facts.arch not in CUDA_ARCH_DIRS:
+            notes.blockers.append(
+                f"CPU architecture {facts.arch}: NVIDIA's CUDA repository has directories for "
+                f"{', '.join(CUDA_ARCH_DIRS)} only; fix: leave this host out (--limit)"
+            )
+            choice = None
+        elif source is None or source.cuda_repo is None:
             os_name = f"{facts.os.id} {facts.os.version_id}" if facts.os else "an unknown OS"
             notes.blockers.append(
                 f"NVIDIA's CUDA repository has no path for {os_name} in the catalog; fix: set "
@@ -367,6 +400,15 @@ def _driver_role(
         reason=f"{action}; {fabric_reason}",
         change=not keep,
     )
+
+
+def cuda_repository(facts: HostFacts, policy: Policy, catalog: Catalog) -> str:
+    """The CUDA repository path the driver comes from, for the host's OS and CPU
+    ("ubuntu2404/sbsa"); "" when the driver does not come from NVIDIA's repository."""
+    source = catalog.driver_source(facts.os.id, facts.os.version_id) if facts.os else None
+    if policy.driver_source != "cuda" or source is None or not source.cuda_repo:
+        return ""
+    return f"{source.cuda_repo}/{CUDA_ARCH_DIRS.get(facts.arch, 'x86_64')}"
 
 
 def _below(target: str, minimum: str) -> bool:
@@ -543,7 +585,13 @@ def plan_host(
                 "the catalog; fix: add it to orchestrator/catalog.yaml from a trusted source, "
                 "or leave this host out (--limit)"
             )
-    if not gpus:
+    pci_errors = [e for e in facts.errors if e.startswith("sysfs-pci-devices.txt")]
+    if not gpus and pci_errors:  # the capture is broken, not the host: say what is broken
+        notes.blockers.append(
+            f"PCI devices unknown: {pci_errors[0]}; fix: re-run `provision detect` (with "
+            "--save DIR, check DIR/<host>/sysfs-pci-devices.txt), or repair the saved file"
+        )
+    elif not gpus:
         notes.blockers.append(
             "no NVIDIA GPU on the PCI bus; fix: check the host (passthrough, BIOS) or leave "
             "it out of gpu_nodes"
@@ -571,6 +619,10 @@ def plan_host(
         roles=tuple(roles),
         warnings=tuple(dict.fromkeys(notes.warnings)),
         blockers=tuple(notes.blockers),
+        arch=facts.arch,
+        repository=cuda_repository(facts, policy, catalog)
+        if "nvidia_driver" in policy.roles
+        else "",
     )
 
 

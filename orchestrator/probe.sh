@@ -201,6 +201,7 @@ cdi_specs() {
 
 cap os-release.txt cat /etc/os-release
 cap uname-r.txt uname -r
+cap uname-m.txt uname -m
 cap proc-uptime.txt cat /proc/uptime
 cap secureboot.txt secure_boot
 cap sysfs-pci-devices.txt pci_devices

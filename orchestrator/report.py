@@ -7,16 +7,23 @@ ordered roles under `roles`); a full run writes the report document.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import json
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Literal
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from orchestrator import timing
 from orchestrator.apply import HostApplyStats
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK
 from orchestrator.facts import HostFacts
@@ -120,6 +127,7 @@ def _facts_dict(facts: HostFacts) -> dict[str, object]:
     return {
         "os": facts.os.pretty_name if facts.os else None,
         "kernel": facts.kernel,
+        "arch": facts.arch or None,
         "secure_boot": facts.secure_boot,
         "driver": (
             {"version": facts.loaded_driver.version, "flavour": facts.loaded_driver.flavour}
@@ -136,6 +144,8 @@ def _facts_dict(facts: HostFacts) -> dict[str, object]:
 def plan_dict(plan: HostPlan) -> dict[str, object]:
     return {
         "simulated": plan.simulated,
+        "arch": plan.arch or None,
+        "repository": plan.repository or None,
         "gpus": [
             {"model": g.model, "sku": g.sku, "device_id": f"0x{g.device_id:04x}", "count": g.count}
             for g in plan.gpus
@@ -187,6 +197,7 @@ def report_document(report: RunReport) -> dict[str, object]:
             "apply": _apply_dict(h.apply) if h.apply else None,
             "validation": h.validation.to_dict(),
             "verification": h.verification.to_dict(),
+            "timings": timing.TIMINGS.host_dict(h.host),
         }
     statuses = [h.status for h in report.hosts]
     return {
@@ -206,7 +217,66 @@ def report_document(report: RunReport) -> dict[str, object]:
     }
 
 
+def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write `text` to `path` through a temporary file in the same directory and a rename: a
+    reader (or a crash, or Ctrl-C) never sees half a report."""
+    target = Path(path).expanduser()
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def write_document(path: str | os.PathLike[str], doc: Mapping[str, object]) -> Path:
+    return write_atomic(path, json.dumps(doc, indent=2) + "\n")
+
+
 # --- tables -----------------------------------------------------------------------------
+
+LARGE_FLEET = 50  # more hosts than this: ok hosts with the same outcome share one row
+
+
+def _plain(cell: str) -> str:
+    return Text.from_markup(cell).plain
+
+
+def emit_table(
+    console: Console,
+    title: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    show_lines: bool = False,
+) -> None:
+    """A table as wide as the console allows, never breaking a word: each column is at least
+    as wide as its longest word. When those widths do not fit (a narrow terminal, or 80
+    columns off a terminal), a compact layout: one block per row, `header: value` lines that
+    are never wrapped by us (the cells are rich markup, escaped by the caller)."""
+    plains = [[_plain(c) for c in row] for row in rows]
+    widths = [
+        max([len(h), *(max((len(w) for w in p[i].split()), default=0) for p in plains)])
+        for i, h in enumerate(headers)
+    ]
+    if sum(widths) + 3 * len(headers) + 1 <= console.width:
+        table = Table(title=title, title_justify="left", show_lines=show_lines)
+        for h, w in zip(headers, widths, strict=True):
+            table.add_column(h, min_width=w, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        return
+    console.print(title, highlight=False, soft_wrap=True)
+    for row in rows:
+        console.print(row[0], highlight=False, soft_wrap=True)
+        for h, cell in zip(headers[1:], row[1:], strict=True):
+            if _plain(cell):
+                console.print(f"  {escape(h)}: {cell}", highlight=False, soft_wrap=True)
 
 
 def render_plans(console: Console, plans: Mapping[str, HostPlan]) -> None:
@@ -215,13 +285,14 @@ def render_plans(console: Console, plans: Mapping[str, HostPlan]) -> None:
         title = f"{host}: {plan.gpu_summary}"
         if plan.nvswitches:
             title += f", {plan.nvswitches} NVSwitch"
-        table = Table(title=escape(title), title_justify="left", show_lines=False)
-        table.add_column("role")
-        table.add_column("change")
-        table.add_column("reason")
-        for role in plan.roles:
-            table.add_row(role.name, "yes" if role.change else "no", escape(role.reason))
-        console.print(table)
+        if plan.arch:
+            title += f", {plan.arch}"
+        if plan.repository:
+            title += f", driver from CUDA repository {plan.repository}"
+        rows = [
+            (role.name, "yes" if role.change else "no", escape(role.reason)) for role in plan.roles
+        ]
+        emit_table(console, escape(title), ("role", "change", "reason"), rows)
         for w in plan.warnings:
             console.print(f"  [yellow]warning[/]: {escape(w)}", highlight=False)
         for b in plan.blockers:
@@ -235,12 +306,13 @@ def render_detect(
     gpu_names: Mapping[int, str],
 ) -> None:
     """`provision detect`: what each host has (`gpu_names`: PCI device id -> model)."""
-    table = Table(title="provision detect", title_justify="left")
-    for col in ("host", "OS", "kernel", "GPUs", "driver", "Docker", "toolkit"):
-        table.add_column(col, overflow="fold")
+    headers = ("host", "OS", "kernel", "arch", "GPUs", "driver", "Docker", "toolkit")
+    rows: list[tuple[str, ...]] = []
     for host in sorted({*facts, *errors}):
         if host in errors:
-            table.add_row(escape(host), "[red]unreachable[/]", escape(errors[host]), "", "", "", "")
+            rows.append(
+                (escape(host), "[red]unreachable[/]", escape(errors[host]), "", "", "", "", "")
+            )
             continue
         f = facts[host]
         counts: dict[str, int] = {}
@@ -251,16 +323,19 @@ def render_detect(
         if f.simulated:
             gpus += " (simulated)"
         driver = f.loaded_driver
-        table.add_row(
-            escape(host),
-            escape(f.os.pretty_name if f.os else "?"),
-            escape(f.kernel),
-            escape(gpus),
-            escape(f"{driver.version} {driver.flavour}" if driver else "none loaded"),
-            escape(f.runtime.docker_version or "none"),
-            escape(f.runtime.toolkit_version or "none"),
+        rows.append(
+            (
+                escape(host),
+                escape(f.os.pretty_name if f.os else "?"),
+                escape(f.kernel),
+                escape(f.arch or "?"),
+                escape(gpus),
+                escape(f"{driver.version} {driver.flavour}" if driver else "none loaded"),
+                escape(f.runtime.docker_version or "none"),
+                escape(f.runtime.toolkit_version or "none"),
+            )
         )
-    console.print(table)
+    emit_table(console, "provision detect", headers, rows)
 
 
 def _plan_cell(plan: HostPlan | None) -> str:
@@ -299,7 +374,7 @@ def _changed_cell(stats: HostApplyStats | None) -> str:
 
 def _gpus_cell(h: HostReport) -> str:
     if h.plan is not None:
-        return h.plan.gpu_summary
+        return h.plan.gpu_summary + (f", {h.plan.arch}" if h.plan.arch else "")
     if h.facts is not None:
         text = f"{len(h.facts.gpus)} GPU"
         return text + " (simulated)" if h.facts.simulated else text
@@ -337,34 +412,68 @@ def _problems(report: RunReport) -> list[str]:
     return lines
 
 
-def render_report(console: Console, report: RunReport) -> None:
-    """The closing table: one row per host."""
+_COLOURS = {
+    "ok": "green",
+    "failed": "red",
+    "unreachable": "red",
+    "blocked": "yellow",
+    "not_touched": "yellow",
+}
+
+
+def _report_row(h: HostReport) -> tuple[str, ...]:
+    return (
+        escape(h.host),
+        f"[{_COLOURS[h.status]}]{h.status}[/]",
+        escape(_gpus_cell(h)),
+        escape(_plan_cell(h.plan)),
+        escape(_changed_cell(h.apply)),
+        escape(_stage_cell(h.validation)),
+        escape(_stage_cell(h.verification)),
+    )
+
+
+def _fleet_rows(hosts: Sequence[HostReport]) -> list[tuple[str, ...]]:
+    """A large fleet: every host that is not ok has its row; ok hosts with the same outcome
+    (GPUs, plan, changes, checks) share one row that counts them."""
+    rows: list[tuple[str, ...]] = []
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for h in hosts:
+        row = _report_row(h)
+        if h.status == "ok":
+            groups.setdefault(row[1:], []).append(h.host)
+        else:
+            rows.append(row)
+    for cells, names in groups.items():
+        shown = ", ".join(names[:3]) + (f", ... ({len(names) - 3} more)" if len(names) > 3 else "")
+        rows.append((escape(f"{len(names)} hosts: {shown}"), *cells))
+    return rows
+
+
+def fleet_summary(report: RunReport) -> str:
+    """One line under the tables: how the fleet fared."""
+    statuses = [h.status for h in report.hosts]
+    changed = sum(1 for h in report.hosts if h.apply is not None and h.apply.changed)
+    parts = [f"{statuses.count('ok')} ok", f"{statuses.count('failed')} failed"]
+    for status in ("unreachable", "blocked", "not_touched"):
+        if statuses.count(status):
+            parts.append(f"{statuses.count(status)} {status.replace('_', ' ')}")
+    return f"{len(statuses)} hosts: {', '.join(parts)}; {changed} changed"
+
+
+def render_report(console: Console, report: RunReport, *, full: bool = False) -> None:
+    """The closing table: one row per host (for more than LARGE_FLEET hosts, unless `full`:
+    ok hosts with the same outcome share a row), the problems in full, a summary line."""
     title = f"provision {report.command}" + (" (check mode)" if report.check_mode else "")
-    table = Table(title=title, title_justify="left", show_lines=True)
-    for col in ("host", "status", "GPUs", "plan", "changed", "validation", "verification"):
-        table.add_column(col, overflow="fold")
-    colours = {
-        "ok": "green",
-        "failed": "red",
-        "unreachable": "red",
-        "blocked": "yellow",
-        "not_touched": "yellow",
-    }
-    for h in report.hosts:
-        table.add_row(
-            escape(h.host),
-            f"[{colours[h.status]}]{h.status}[/]",
-            escape(_gpus_cell(h)),
-            escape(_plan_cell(h.plan)),
-            escape(_changed_cell(h.apply)),
-            escape(_stage_cell(h.validation)),
-            escape(_stage_cell(h.verification)),
-        )
-    console.print(table)
+    headers = ("host", "status", "GPUs", "plan", "changed", "validation", "verification")
+    large = len(report.hosts) > LARGE_FLEET and not full
+    rows = _fleet_rows(report.hosts) if large else [_report_row(h) for h in report.hosts]
+    emit_table(console, title, headers, rows, show_lines=not large)
     for line in _problems(report):
-        console.print(escape(line), highlight=False)
+        console.print(escape(line), highlight=False, soft_wrap=True)
     if report.artifact_dir:
         console.print(f"artifacts: {escape(report.artifact_dir)}", highlight=False)
+    console.print(escape(fleet_summary(report)), highlight=False)
 
 
 def host_reports(

@@ -60,6 +60,11 @@ def split_exit(text: str) -> Output:
     return Output(text, None)
 
 
+def clip(text: str, limit: int = 120) -> str:
+    """A quoted piece of input short enough for a one-line message (an 80 kB line is not)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def value(text: str) -> str | None:
     """A field's text, or None where nvidia-smi says there is none ([N/A] and friends)."""
     stripped = text.strip()

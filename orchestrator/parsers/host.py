@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -92,6 +93,16 @@ def _upgrade_state(text: str) -> UpgradeState | None:
     )
 
 
+def _arch(raw: Mapping[str, str]) -> str:
+    """`uname -m`; for captures without it, the architecture the loaded driver was built for
+    ("NVIDIA UNIX Open Kernel Module for x86_64  580.159.04 ...")."""
+    if names.UNAME_M in raw:
+        out = split_exit(raw[names.UNAME_M])
+        return out.body.strip() if out.ok else ""
+    match = re.search(r"Kernel Module for (\w+)\s", raw.get(names.PROC_DRIVER_VERSION, ""))
+    return match.group(1) if match else ""
+
+
 def _uptime(text: str) -> float | None:
     try:
         return float(split_exit(text).body.split()[0])
@@ -163,4 +174,5 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
         xids=kernel_log.xids if kernel_log else (),
         uptime_s=c.parse(names.PROC_UPTIME, _uptime, None),
         upgrade=upgrade,
+        arch=_arch(raw),
     )

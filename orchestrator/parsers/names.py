@@ -8,6 +8,7 @@ from __future__ import annotations
 
 OS_RELEASE = "os-release.txt"
 UNAME_R = "uname-r.txt"
+UNAME_M = "uname-m.txt"  # CPU architecture: x86_64, aarch64 (GH200, GB200)
 PROC_DRIVER_VERSION = "proc-driver-nvidia-version.txt"
 PROC_GPUS_INFORMATION = "proc-driver-nvidia-gpus-information.txt"
 SYSFS_PCI = "sysfs-pci-devices.txt"
@@ -44,6 +45,7 @@ UPGRADE_STATE = "gpuprov-upgrade.txt"  # roles/driver_upgrade's state file (JSON
 PROBE_FILES: tuple[str, ...] = (
     OS_RELEASE,
     UNAME_R,
+    UNAME_M,
     PROC_UPTIME,
     UPGRADE_STATE,
     SECURE_BOOT,

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 from orchestrator.parsers._text import ParseError
 
+_F = r"\d+(?:\.\d*)?"  # a figure: "12.5", "0", "3." (never "5.5.56")
 _ROW = re.compile(
     r"^\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+(?P<root>-?\d+)\s+"
-    r"(?P<o_time>[\d.]+)\s+(?P<o_alg>[\d.]+)\s+(?P<o_bus>[\d.]+)\s+(?P<o_wrong>\S+)\s+"
-    r"(?P<i_time>[\d.]+)\s+(?P<i_alg>[\d.]+)\s+(?P<i_bus>[\d.]+)\s+(?P<i_wrong>\S+)\s*$"
+    rf"(?P<o_time>{_F})\s+(?P<o_alg>{_F})\s+(?P<o_bus>{_F})\s+(?P<o_wrong>\S+)\s+"
+    rf"(?P<i_time>{_F})\s+(?P<i_alg>{_F})\s+(?P<i_bus>{_F})\s+(?P<i_wrong>\S+)\s*$"
 )
 _VERSION = re.compile(r"^# nccl-tests version (?P<v>\S+)(?:.*nccl-library=(?P<lib>\d+))?")
 _STARTING = re.compile(r"^# Collective test starting: (?P<name>\S+)")
@@ -19,7 +20,7 @@ _RANK = re.compile(
     r"^#\s+Rank\s+(?P<rank>\d+)\s.*device\s+(?P<dev>\d+)\s+\[(?P<bus>[^\]]+)\]\s*(?P<name>.*)$"
 )
 _OOB = re.compile(r"^# Out of bounds values\s*:\s*(?P<n>\d+)\s+(?P<verdict>\w+)")
-_AVG = re.compile(r"^# Avg bus bandwidth\s*:\s*(?P<bw>[\d.]+)")
+_AVG = re.compile(r"^# Avg bus bandwidth\s*:\s*(?P<bw>\d+(?:\.\d*)?)")
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ class NvLinkErrors:
 
 _STATUS_SCAN = re.compile(
     r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)"
-    r"|^\s+Link (?P<link>\d+): (?:(?P<speed>[\d.]+) GB/s|(?P<state>.+?))[ \t]*$",
+    r"|^\s+Link (?P<link>\d+): (?:(?P<speed>\d+(?:\.\d*)?) GB/s|(?P<state>.+?))[ \t]*$",
     re.MULTILINE,
 )
 

@@ -9,7 +9,14 @@ import csv
 import io
 
 from orchestrator.facts import SmiGpu
-from orchestrator.parsers._text import ParseError, float_value, int_value, split_exit, value
+from orchestrator.parsers._text import (
+    ParseError,
+    clip,
+    float_value,
+    int_value,
+    split_exit,
+    value,
+)
 
 _SOURCE = "nvidia-smi-query-gpu.csv"
 
@@ -100,17 +107,24 @@ def parse_query_gpu(text: str) -> tuple[SmiGpu, ...]:
     out = split_exit(text)
     if not out.ok:
         return ()
-    rows = list(csv.reader(io.StringIO(out.body), skipinitialspace=True))
+    try:
+        rows = list(csv.reader(io.StringIO(out.body, newline=""), skipinitialspace=True))
+    except csv.Error as exc:  # a stray carriage return, a NUL byte
+        raise ParseError(_SOURCE, f"not CSV: {exc}") from exc
     rows = [r for r in rows if r]
     if not rows:
         return ()
     # "memory.total [MiB]" -> "memory.total"
     header = [h.split(" [")[0].strip() for h in rows[0]]
     if "index" not in header or "pci.bus_id" not in header:
-        raise ParseError(_SOURCE, f"header {rows[0]!r} lacks index/pci.bus_id (needs csv header)")
+        raise ParseError(
+            _SOURCE, f"header {clip(repr(rows[0]))} lacks index/pci.bus_id (needs csv header)"
+        )
     gpus = []
     for row in rows[1:]:
         if len(row) != len(header):
-            raise ParseError(_SOURCE, f"row has {len(row)} fields, header {len(header)}: {row!r}")
+            raise ParseError(
+                _SOURCE, f"row has {len(row)} fields, header {len(header)}: {clip(repr(row))}"
+            )
         gpus.append(_row(dict(zip(header, (c.strip() for c in row), strict=True))))
     return tuple(gpus)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import re
 
 from orchestrator.facts import PciDevice, PciLink
-from orchestrator.parsers._text import ParseError, split_exit
+from orchestrator.parsers._text import ParseError, clip, split_exit
 
 _SOURCE = "sysfs-pci-devices.txt"
 _REQUIRED = ("vendor", "device", "class")
-# key=value or key="value with spaces" (a regex: shlex costs 10x more per line)
-_PAIR = re.compile(r'(\w+)=(?:"([^"]*)"|(\S*))')
+# One token at a time: key=value, key="value with spaces", or any other word (skipped). The
+# catch-all keeps the scan linear: a bare `(\w+)=` searched along an 80 kB word without `=`
+# retries from every position (quadratic: over 100 s). shlex costs 10x more per line.
+_TOKEN = re.compile(r'(\w+)=(?:"([^"]*)"|([^\s"]*))|"[^"]*"|[^\s"]+|"')
 _ADDRESS = re.compile(r"^([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s")
 
 
@@ -35,17 +37,21 @@ def _int(text: str) -> int | None:
         return None
 
 
-def parse_pci_line(line: str) -> PciDevice:
+def parse_pci_line(line: str, number: int | None = None) -> PciDevice:
+    """One device line; `number` (1-based) names the line in errors."""
+    where = f"line {number}" if number is not None else "line"
     head = _ADDRESS.match(line + " ")
     if head is None:
-        raise ParseError(_SOURCE, f"line {line!r} does not start with a PCI address")
+        raise ParseError(_SOURCE, f"{where}: does not start with a PCI address: {clip(repr(line))}")
     address = head.group(1)
     if line.count('"') % 2:
-        raise ParseError(_SOURCE, f"unbalanced quotes in {line!r}")
-    fields = {m[1]: m[2] if m[2] is not None else m[3] for m in _PAIR.finditer(line)}
+        raise ParseError(_SOURCE, f"{where}: truncated (unbalanced quotes): {clip(repr(line))}")
+    fields = {m[1]: m[2] if m[2] is not None else m[3] for m in _TOKEN.finditer(line) if m[1]}
     missing = [k for k in _REQUIRED if _int(fields.get(k, "")) is None]
     if missing:
-        raise ParseError(_SOURCE, f"line {line!r} lacks {', '.join(missing)}")
+        raise ParseError(
+            _SOURCE, f"{where}: truncated (no {', '.join(missing)}): {clip(repr(line))}"
+        )
     numa = _int(fields.get("numa_node", ""))
     return PciDevice(
         address=address.lower(),
@@ -66,6 +72,9 @@ def parse_pci_line(line: str) -> PciDevice:
 
 
 def parse_sysfs_pci(text: str) -> tuple[PciDevice, ...]:
+    """Every device; a broken line fails the whole capture (a partial bus would plan wrong)."""
     return tuple(
-        parse_pci_line(line) for line in split_exit(text).body.splitlines() if line.strip()
+        parse_pci_line(line, n)
+        for n, line in enumerate(split_exit(text).body.splitlines(), start=1)
+        if line.strip()
     )

@@ -176,3 +176,82 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     bad.write_text("gpus: [\n")
     with pytest.raises(CatalogError, match="not valid YAML"):
         load_catalog(bad)
+
+
+# --- driver branches that exist, and each architecture's bounds -------------------------
+
+
+def _real_raw_with(device: int, count: int) -> dict[str, str]:
+    from pathlib import Path
+
+    real = Path(__file__).resolve().parents[1] / "recorded/fixtures/real/h200x2-ubuntu2404-580"
+    raw = {p.name: p.read_text() for p in real.iterdir() if p.is_file()}
+    raw = {k: v for k, v in raw.items() if not k.startswith(("nvidia-smi", "proc-driver-nvidia"))}
+    lines = [
+        ln
+        for ln in raw["sysfs-pci-devices.txt"].splitlines()
+        if "vendor=0x10de" not in ln and not ln.startswith("# exit")
+    ]
+    for i in range(count):
+        lines.append(
+            f"0000:{0x10 + i:02x}:00.0 vendor=0x10de device={device:#06x} class=0x030200 "
+            "subsystem_vendor=0x10de subsystem_device=0x0000 numa_node=0 driver="
+        )
+    raw["sysfs-pci-devices.txt"] = "\n".join(lines) + "\n# exit=0\n"
+    return raw
+
+
+def _plan_pinned(device: int, branch: int | None) -> object:
+    from orchestrator.parsers import parse_host
+    from orchestrator.plan import plan_host
+    from orchestrator.policy import load_policy
+
+    facts = parse_host("node", _real_raw_with(device, 2))
+    policy = {"nvidia_driver_branch": branch} if branch is not None else {}
+    return plan_host(facts, load_policy("node", policy), default_catalog())
+
+
+def test_known_branches_hold_the_reference_branches() -> None:
+    c = default_catalog()
+    assert {535, 550, 570, 580, 595, 610} <= c.known_branches
+    assert {b.branch for b in c.branches} <= c.known_branches
+    assert 999 not in c.known_branches
+    assert c.arch_branches["volta"].high == 580
+    assert "Unix Graphics Feature Deprecation Schedule" in c.arch_branches["volta"].source
+    assert c.arch_branches["pascal"].high == c.arch_branches["maxwell"].high == 580
+    assert c.arch_branches["hopper"].high is None and c.arch_branches["hopper"].low == 520
+
+
+def test_a_branch_that_does_not_exist_is_bad_input() -> None:
+    from orchestrator.errors import EXIT_BAD_INPUT, PolicyError
+
+    with pytest.raises(PolicyError) as info:
+        _plan_pinned(0x2335, 999)
+    text = str(info.value)
+    assert "nvidia_driver_branch=999: R999 is not a driver branch NVIDIA has released" in text
+    assert "fix: pin an existing branch" in text and "580" in text
+    assert info.value.exit_code == EXIT_BAD_INPUT
+
+
+def test_a_branch_past_volta_is_bad_input_and_580_is_not() -> None:
+    from orchestrator.errors import PolicyError
+
+    with pytest.raises(PolicyError, match=r"R595 does not support volta GPUs: R580 is the last"):
+        _plan_pinned(0x1DB1, 595)
+    plan = _plan_pinned(0x1DB1, 580)
+    assert not plan.blocked  # type: ignore[attr-defined]
+
+
+def test_the_default_branch_for_volta_stays_at_or_below_580() -> None:
+    plan = _plan_pinned(0x1DB1, None)
+    driver = next(r for r in plan.roles if r.name == "nvidia_driver")  # type: ignore[attr-defined]
+    assert int(driver.vars["nvidia_driver_branch"]) <= 580
+
+
+def test_catalog_refuses_a_driver_branch_missing_from_the_known_set() -> None:
+    import yaml
+
+    data = yaml.safe_load(DEFAULT_PATH.read_text())
+    data["driver_branches"].append({"branch": 999, "kind": "PB", "eol": None})
+    with pytest.raises(CatalogError, match=r"driver_branches \[999\] are not in known"):
+        parse_catalog(data)

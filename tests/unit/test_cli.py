@@ -307,4 +307,4 @@ def test_limit_over_saved_facts(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["plan", "--facts", facts, "--limit", "h200-*:p5", "--json"]) == 0
     assert sorted(json.loads(capsys.readouterr().out)["hosts"]) == ["h200-real", "p5"]
     assert main(["plan", "--facts", facts, "--limit", "nope"]) == 2
-    assert "--limit 'nope' matches no host directory" in capsys.readouterr().err
+    assert "--limit 'nope' matches no host of the saved facts in" in capsys.readouterr().err

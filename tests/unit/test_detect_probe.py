@@ -48,6 +48,8 @@ def test_probe_runs_here_and_splits_into_files(shell: str) -> None:
         assert name in raw
         assert raw[name].rstrip().splitlines()[-1].startswith("# exit=")
     assert raw[names.UNAME_R].splitlines()[0] == os.uname().release
+    assert raw[names.UNAME_M].splitlines()[0] == os.uname().machine  # same round-trip
+    assert parse_host("local", raw).arch == os.uname().machine
     assert raw[names.OS_RELEASE].startswith(Path("/etc/os-release").read_text().splitlines()[0])
     facts = parse_host("local", raw)
     assert facts.errors == ()

@@ -216,3 +216,106 @@ def test_broken_known_hosts_file_is_a_host_error(tmp_path: Path, sshd: SshServer
         "node-1"
     ]
     assert f"known-hosts file {known} cannot be read" in error.message
+
+
+# --- each network fault is one clear line per host ----------------------------------------
+
+
+def _one_host_inventory(tmp_path: Path, port: int) -> Path:
+    inv = tmp_path / "one.ini"
+    inv.write_text(
+        f"[gpu_nodes]\nnode-x ansible_host=127.0.0.1 ansible_port={port} ansible_user=root\n"
+    )
+    return inv
+
+
+def _listener(behaviour: str) -> tuple[socket.socket, int]:
+    """A TCP port that is 'silent' (accepts, never speaks) or 'drops' (greets, then closes)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    held: list[socket.socket] = []
+
+    def run() -> None:
+        while True:
+            try:
+                sock, _ = listener.accept()
+            except OSError:
+                return
+            if behaviour == "drops":
+                sock.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+                sock.recv(4096)
+                sock.close()
+            else:
+                held.append(sock)
+
+    threading.Thread(target=run, daemon=True).start()
+    return listener, listener.getsockname()[1]
+
+
+def _fault(tmp_path: Path, port: int) -> str:
+    result = detect_hosts(
+        load_inventory(_one_host_inventory(tmp_path, port)), progress=False, connect_timeout=1
+    )
+    error = result.failed["node-x"]
+    text = str(error)
+    assert "Traceback" not in text and len(error.message.splitlines()) == 1
+    return text
+
+
+def test_refused_port_says_connection_refused(tmp_path: Path) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    text = _fault(tmp_path, port)
+    assert f"connection refused by 127.0.0.1:{port}" in text
+    assert "sshd runs" in text
+
+
+def test_silent_port_is_not_no_existing_session(tmp_path: Path) -> None:
+    listener, port = _listener("silent")
+    try:
+        text = _fault(tmp_path, port)
+    finally:
+        listener.close()
+    assert "No existing session" not in text
+    assert f"no SSH server answered on 127.0.0.1:{port}" in text
+
+
+def test_dropped_connection_is_one_line(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    listener, port = _listener("drops")
+    try:
+        text = _fault(tmp_path, port)
+    finally:
+        listener.close()
+    assert f"the SSH connection to 127.0.0.1:{port} was dropped" in text
+    assert "Traceback" not in capfd.readouterr().err  # paramiko's thread logs nothing
+
+
+def test_timed_out_connection(tmp_path: Path) -> None:
+    from orchestrator.detect import _ssh_error
+    from orchestrator.inventory import InventoryHost
+
+    host = InventoryHost("n", "10.0.0.1", 22, "root", None, "ssh", ("/k",), (), False)
+    error = _ssh_error(host, TimeoutError("timed out"))
+    assert error.message == "unreachable: connecting to 10.0.0.1:22 timed out"
+
+
+def test_unknown_host_key_shows_the_offered_fingerprint(tmp_path: Path, sshd: SshServer) -> None:
+    import base64
+    import hashlib
+
+    known = tmp_path / "empty_known_hosts"
+    known.write_text("")
+    result = detect_hosts(load_inventory(_inventory(tmp_path, sshd, known)), progress=False)
+    digest = hashlib.sha256(sshd.host_key.asbytes()).digest()
+    expected = "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+    message = result.failed["node-1"].message
+    assert f"offered {sshd.host_key.get_name()} {expected}" in message
+
+
+def test_changed_host_key_shows_the_offered_fingerprint(tmp_path: Path, sshd: SshServer) -> None:
+    known = _known_hosts(tmp_path / "known_hosts", sshd.port, paramiko.ECDSAKey.generate())
+    result = detect_hosts(load_inventory(_inventory(tmp_path, sshd, known)), progress=False)
+    assert "offered ecdsa-sha2-nistp256 SHA256:" in result.failed["node-1"].message
