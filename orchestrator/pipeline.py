@@ -137,11 +137,19 @@ def _validate_host(
 
 
 def _verify_hosts(
-    fleet: Fleet, hosts: Sequence[str], plans: Mapping[str, HostPlan], workdir: Path
+    fleet: Fleet,
+    hosts: Sequence[str],
+    plans: Mapping[str, HostPlan],
+    workdir: Path,
+    plan_file: Path | None = None,
 ) -> dict[str, rep.StageResult]:
-    """orchestrator.verify: the testinfra suite against the planned state."""
+    """orchestrator.verify: the testinfra suite against the planned state, read from the plan
+    document the hosts were applied with (`plan_file`), else one written from `plans`."""
+    from orchestrator.plandoc import write_plan_document
     from orchestrator.verify.runner import run_suite, workers_for
 
+    if plan_file is None:
+        plan_file = write_plan_document(workdir, {h: plans[h].role_vars() for h in hosts})
     if fleet.inventory_path is None:
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
     run = run_suite(
@@ -150,7 +158,7 @@ def _verify_hosts(
         # matches each with fnmatch, so name every host as its own ansible:// spec.
         ",ansible://".join(hosts),
         workdir,
-        plan_vars={h: plans[h].role_vars() for h in hosts},
+        plan_file=plan_file,
         workers=workers_for(len(hosts)),
         stream=False,
     )
@@ -402,7 +410,9 @@ def run_all(args: argparse.Namespace) -> int:
         after = _detect(done.fleet, console)
         validation = _validation(done.fleet, ok, after, done.plans, done.policies, args)
         assert done.result is not None
-        verification = _verify_hosts(done.fleet, ok, done.plans, done.result.artifact_dir)
+        verification = _verify_hosts(
+            done.fleet, ok, done.plans, done.result.artifact_dir, done.result.plan_file
+        )
         detected_facts: Mapping[str, HostFacts] = {**done.detected.facts, **after.facts}
         detect_errors: Mapping[str, str] = {**done.detected.errors, **after.errors}
     else:
