@@ -17,7 +17,7 @@ import importlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -44,6 +44,7 @@ class Fleet:
     inventory_path: Path | None
     handle: object  # orchestrator.inventory's Inventory, handed back to detect
     hostvars: Mapping[str, Mapping[str, object]]
+    origins: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # host -> var -> file
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -78,7 +79,9 @@ def _load_inventory(path: str | None, limit: str | None) -> Fleet:
             f"--limit {limit!r} matches no host of group {GPU_GROUP} in {path}",
             fix=f"use a host pattern that selects members of {GPU_GROUP}",
         )
-    return Fleet(Path(path), inv, {h.name: dict(h.vars) for h in hosts})
+    return Fleet(
+        Path(path), inv, {h.name: dict(h.vars) for h in hosts}, {h.name: h.origins for h in hosts}
+    )
 
 
 def _detect(fleet: Fleet, console: Console) -> Detected:
@@ -182,9 +185,10 @@ def _plan(
     facts: Mapping[str, HostFacts],
     hostvars: Mapping[str, Mapping[str, object]],
     catalog: Catalog,
+    origins: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[dict[str, Policy], dict[str, HostPlan]]:
     """Policies of every host first (all problems at once), then plans; both bad input."""
-    policies = load_policies({h: hostvars.get(h, {}) for h in facts})
+    policies = load_policies({h: hostvars.get(h, {}) for h in facts}, origins)
     plans = plan_fleet(facts, policies, catalog, today=dt.datetime.now(dt.UTC).date())
     return policies, plans
 
@@ -256,16 +260,19 @@ def run_plan(args: argparse.Namespace) -> int:
 
         raw = _limit_saved(load_dir(args.facts), args.limit, args.facts)
         hostvars: Mapping[str, Mapping[str, object]] = {h: {} for h in raw}
+        origins: Mapping[str, Mapping[str, str]] = {}
         if args.inventory:  # policy from the inventory for the hosts it names
             fleet = _load_inventory(args.inventory, None)
             for h in sorted(set(raw) - set(fleet.hostvars)):
                 console.print(f"[yellow]warning[/] {h}: not in {args.inventory}: default policy")
             hostvars = {h: fleet.hostvars.get(h, {}) for h in raw}
+            origins = fleet.origins
         facts = {h: parse_host(h, r) for h, r in raw.items()}
     else:
         fleet, detected = _detect_fleet(args, console)
         facts, errors, hostvars = dict(detected.facts), detected.errors, fleet.hostvars
-    _, plans = _plan(facts, hostvars, catalog)
+        origins = fleet.origins
+    _, plans = _plan(facts, hostvars, catalog, origins)
     if getattr(args, "json", False):
         print(json.dumps(rep.plan_document(plans), indent=2))
     else:
@@ -293,7 +300,7 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
     """Detect, plan, check every input, then apply to the hosts the plan does not block."""
     apply_mod.check_options(args.serial, args.max_fail_percent)
     fleet, detected = _detect_fleet(args, console)
-    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog())
+    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     targets = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
     for host in sorted(h for h in plans if plans[h].blocked):
         console.print(f"[yellow]blocked[/] {host}: {escape('; '.join(plans[host].blockers))}")
@@ -367,7 +374,7 @@ def _validation(
 def run_validate(args: argparse.Namespace) -> int:
     console = _console(args)
     fleet, detected = _detect_fleet(args, console)
-    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog())
+    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     validation = _validation(fleet, fleet.hosts, detected, plans, policies, args)
     reports = rep.host_reports(
         fleet.hosts,
@@ -382,7 +389,7 @@ def run_validate(args: argparse.Namespace) -> int:
 def run_verify(args: argparse.Namespace) -> int:
     console = _console(args)
     fleet, detected = _detect_fleet(args, console)
-    _, plans = _plan(detected.facts, fleet.hostvars, default_catalog())
+    _, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     hosts = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
     run_dir = apply_mod.new_run_dir() if hosts else None
     verification = _verify_hosts(fleet, hosts, plans, run_dir) if run_dir else {}
