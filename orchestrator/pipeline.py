@@ -139,20 +139,30 @@ def _validate_host(
     return rep.StageResult("done", tuple(checks))
 
 
+def _document_vars(
+    hosts: Sequence[str], plans: Mapping[str, HostPlan], policies: Mapping[str, Policy]
+) -> dict[str, dict[str, object]]:
+    """Each host's entry of the plan document: its typed plan's variables (roles, validation)."""
+    from orchestrator.roleplans import typed_plan
+
+    return {h: typed_plan(plans[h], policies.get(h)).document_vars() for h in hosts}
+
+
 def _verify_hosts(
     fleet: Fleet,
     hosts: Sequence[str],
     plans: Mapping[str, HostPlan],
+    policies: Mapping[str, Policy],
     workdir: Path,
     plan_file: Path | None = None,
 ) -> dict[str, rep.StageResult]:
     """orchestrator.verify: the testinfra suite against the planned state, read from the plan
-    document the hosts were applied with (`plan_file`), else one written from `plans`."""
+    document the hosts were applied with (`plan_file`), else one written from the plans."""
     from orchestrator.plandoc import write_plan_document
     from orchestrator.verify.runner import run_suite, workers_for
 
     if plan_file is None:
-        plan_file = write_plan_document(workdir, {h: plans[h].role_vars() for h in hosts})
+        plan_file = write_plan_document(workdir, _document_vars(hosts, plans, policies))
     if fleet.inventory_path is None:
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
     run = run_suite(
@@ -327,7 +337,7 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
         result = apply_mod.run_playbook(
             inventories=[fleet.inventory_path],
             hosts=targets,
-            host_vars={h: plans[h].role_vars() for h in targets},
+            host_vars=_document_vars(targets, plans, policies),
             run_dir=run_dir,
             check=args.check,
             serial=serial,
@@ -389,10 +399,10 @@ def run_validate(args: argparse.Namespace) -> int:
 def run_verify(args: argparse.Namespace) -> int:
     console = _console(args)
     fleet, detected = _detect_fleet(args, console)
-    _, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
+    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     hosts = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
     run_dir = apply_mod.new_run_dir() if hosts else None
-    verification = _verify_hosts(fleet, hosts, plans, run_dir) if run_dir else {}
+    verification = _verify_hosts(fleet, hosts, plans, policies, run_dir) if run_dir else {}
     reports = rep.host_reports(
         fleet.hosts,
         facts=detected.facts,
@@ -418,7 +428,12 @@ def run_all(args: argparse.Namespace) -> int:
         validation = _validation(done.fleet, ok, after, done.plans, done.policies, args)
         assert done.result is not None
         verification = _verify_hosts(
-            done.fleet, ok, done.plans, done.result.artifact_dir, done.result.plan_file
+            done.fleet,
+            ok,
+            done.plans,
+            done.policies,
+            done.result.artifact_dir,
+            done.result.plan_file,
         )
         detected_facts: Mapping[str, HostFacts] = {**done.detected.facts, **after.facts}
         detect_errors: Mapping[str, str] = {**done.detected.errors, **after.errors}

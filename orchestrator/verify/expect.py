@@ -11,6 +11,7 @@ from typing import Any
 
 from orchestrator.errors import PolicyError
 from orchestrator.knobs import default_table
+from orchestrator.roleplans import MigPlan
 
 # Docker's own configuration file (dockerd reads it there; the docker role merges into it).
 DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
@@ -31,6 +32,7 @@ class Expectation:
     gpu_count: int | None  # gpuprov_validation_expected_gpus; None: the count on the PCI bus
     mig_layout: str | None  # name of the selected layout; None when MIG is not planned
     mig_configs: Mapping[str, Any] | None
+    mig: MigPlan | None = None  # the layouts, parsed once (None: MIG not planned)
 
     def has_role(self, role: str) -> bool:
         return role in self.roles
@@ -88,6 +90,10 @@ def expectation_from_vars(host: str, variables: Mapping[str, Any]) -> Expectatio
         )
     configs = variables.get("mig_configs")
     layout = _str_or_none(host, "mig_layout", variables.get("mig_layout"))
+    mig_plan = None
+    if layout is not None:
+        configs = configs if isinstance(configs, Mapping) else {}
+        mig_plan = MigPlan.parse(layout, configs, host)
     return Expectation(
         host=host,
         roles=tuple(roles_value),
@@ -112,6 +118,7 @@ def expectation_from_vars(host: str, variables: Mapping[str, Any]) -> Expectatio
         gpu_count=count or None,  # 0: every GPU on the PCI bus
         mig_layout=layout,
         mig_configs=configs if isinstance(configs, Mapping) else None,
+        mig=mig_plan,
     )
 
 

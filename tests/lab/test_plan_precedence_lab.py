@@ -86,8 +86,8 @@ def applied(
     fleet = pipeline._load_inventory(str(conflicting_inventory), None)
     detected = pipeline._detect(fleet, Console(quiet=True))
     assert not detected.errors, detected.errors
-    _, plans = pipeline._plan(detected.facts, fleet.hostvars, default_catalog())
-    planned = {h: plans[h].role_vars() for h in fleet.hosts}
+    policies, plans = pipeline._plan(detected.facts, fleet.hostvars, default_catalog())
+    planned = pipeline._document_vars(list(fleet.hosts), plans, policies)  # as apply passes it
     work = tmp_path_factory.mktemp("precedence-run")
     playbook = work / "site-and-report.yml"
     playbook.write_text(REPORT_PLAY.format(site=apply_mod.SITE_PLAYBOOK))
