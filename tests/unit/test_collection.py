@@ -76,3 +76,17 @@ def test_installed_it_runs_as_gpuprov_nvidia_site(built: Path, tmp_path: Path) -
         assert f"gpuprov.nvidia.{role} : Validating arguments" in tasks
     # the installed collection's knob table is the repository's
     assert load_table(roles_dir=installed / "roles").knobs == load_table().knobs
+
+
+def test_it_installs_from_git(tmp_path: Path) -> None:
+    """What AWX's collections/requirements.yml (type: git) does: clone, build, install; the
+    committed HEAD of this clone."""
+    collections = tmp_path / "collections"
+    source = f"git+file://{REPO}"
+    _run(
+        [str(BIN / "ansible-galaxy"), "collection", "install", source, "-p", str(collections)],
+        tmp_path,
+    )
+    installed = collections / "ansible_collections" / "gpuprov" / "nvidia"
+    assert (installed / "playbooks" / "site.yml").is_file()
+    assert (installed / "roles" / "nvidia_driver" / "meta" / "argument_specs.yml").is_file()
