@@ -12,7 +12,7 @@ import io
 import os
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ class InventoryHost:
     groups: tuple[str, ...]
     become: bool  # ansible_become: the probe runs through `sudo -n`
     vars: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)  # variable -> "file:line" it came from
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,16 @@ def _host(name: str, groups: tuple[str, ...], hv: dict[str, Any]) -> InventoryHo
     )
 
 
+def _origin(value: Any) -> str | None:
+    """Where ansible-core read a value ("path:line[:column]", 2.19 data tagging), if it knows."""
+    try:
+        from ansible._internal._datatag._tags import Origin
+    except ImportError:  # another ansible-core: the messages say "the inventory"
+        return None
+    tag = Origin.get_tag(value)
+    return str(tag) if tag is not None else None
+
+
 def _why_unparsed(path: Path, loader: Any) -> str:
     from ansible.inventory.data import InventoryData
     from ansible.plugins.loader import inventory_loader
@@ -226,15 +237,19 @@ def load_inventory(path: str | os.PathLike[str], limit: str | None = None) -> In
         raw_vars = variables.get_vars(host=h, include_hostvars=False)
         templar = Templar(loader=loader, variables=raw_vars)
         resolved: dict[str, Any] = {}
+        origins: dict[str, str] = {}
         for key, value in raw_vars.items():
             if key in _MAGIC:
                 continue
+            where = _origin(value)
+            if where:
+                origins[str(key)] = where
             # a value that refers to facts known only during a play is kept as written
             with contextlib.suppress(AnsibleError):
                 value = templar.template(value)
             resolved[str(key)] = _plain(value)
         member_of = tuple(sorted(g.name for g in h.get_groups() if g.name != "all"))
-        hosts.append(_host(str(h.name), member_of, resolved))
+        hosts.append(replace(_host(str(h.name), member_of, resolved), origins=origins))
     return Inventory(inv_path, limit, tuple(hosts), groups)
 
 

@@ -16,7 +16,7 @@ import importlib
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -43,6 +43,7 @@ class Fleet:
     inventory_path: Path | None
     handle: object  # orchestrator.inventory's Inventory, handed back to detect
     hostvars: Mapping[str, Mapping[str, object]]
+    origins: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # host -> var -> file
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -77,7 +78,9 @@ def _load_inventory(path: str | None, limit: str | None) -> Fleet:
             f"--limit {limit!r} matches no host of group {GPU_GROUP} in {path}",
             fix=f"use a host pattern that selects members of {GPU_GROUP}",
         )
-    return Fleet(Path(path), inv, {h.name: dict(h.vars) for h in hosts})
+    return Fleet(
+        Path(path), inv, {h.name: dict(h.vars) for h in hosts}, {h.name: h.origins for h in hosts}
+    )
 
 
 def _detect(fleet: Fleet, console: Console) -> Detected:
@@ -137,12 +140,30 @@ def _validate_host(
     return rep.StageResult("done", tuple(checks))
 
 
+def _document_vars(
+    hosts: Sequence[str], plans: Mapping[str, HostPlan], policies: Mapping[str, Policy]
+) -> dict[str, dict[str, object]]:
+    """Each host's entry of the plan document: its typed plan's variables (roles, validation)."""
+    from orchestrator.roleplans import typed_plan
+
+    return {h: typed_plan(plans[h], policies.get(h)).document_vars() for h in hosts}
+
+
 def _verify_hosts(
-    fleet: Fleet, hosts: Sequence[str], plans: Mapping[str, HostPlan], workdir: Path
+    fleet: Fleet,
+    hosts: Sequence[str],
+    plans: Mapping[str, HostPlan],
+    policies: Mapping[str, Policy],
+    workdir: Path,
+    plan_file: Path | None = None,
 ) -> dict[str, rep.StageResult]:
-    """orchestrator.verify: the testinfra suite against the planned state."""
+    """orchestrator.verify: the testinfra suite against the planned state, read from the plan
+    document the hosts were applied with (`plan_file`), else one written from the plans."""
+    from orchestrator.plandoc import write_plan_document
     from orchestrator.verify.runner import run_suite, workers_for
 
+    if plan_file is None:
+        plan_file = write_plan_document(workdir, _document_vars(hosts, plans, policies))
     if fleet.inventory_path is None:
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
     with timing.stage("verify", hosts):
@@ -152,7 +173,7 @@ def _verify_hosts(
             # matches each with fnmatch, so name every host as its own ansible:// spec.
             ",ansible://".join(hosts),
             workdir,
-            plan_vars={h: plans[h].role_vars() for h in hosts},
+            plan_file=plan_file,
             workers=workers_for(len(hosts)),
             stream=False,
         )
@@ -176,10 +197,11 @@ def _plan(
     facts: Mapping[str, HostFacts],
     hostvars: Mapping[str, Mapping[str, object]],
     catalog: Catalog,
+    origins: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[dict[str, Policy], dict[str, HostPlan]]:
     """Policies of every host first (all problems at once), then plans; both bad input."""
     with timing.stage("plan", facts):
-        policies = load_policies({h: hostvars.get(h, {}) for h in facts})
+        policies = load_policies({h: hostvars.get(h, {}) for h in facts}, origins)
         plans = plan_fleet(facts, policies, catalog, today=dt.datetime.now(dt.UTC).date())
     return policies, plans
 
@@ -262,16 +284,19 @@ def run_plan(args: argparse.Namespace) -> int:
         inventory = _load_inventory(args.inventory, None) if args.inventory else None
         raw = _limit_saved(saved, args.limit, f"the saved facts in {args.facts}", inventory)
         hostvars: Mapping[str, Mapping[str, object]] = {h: {} for h in raw}
+        origins: Mapping[str, Mapping[str, str]] = {}
         if inventory is not None:  # policy from the inventory for the hosts it names
             fleet = inventory
             for h in sorted(set(raw) - set(fleet.hostvars)):
                 console.print(f"[yellow]warning[/] {h}: not in {args.inventory}: default policy")
             hostvars = {h: fleet.hostvars.get(h, {}) for h in raw}
+            origins = fleet.origins
         facts = {h: parse_host(h, r) for h, r in raw.items()}
     else:
         fleet, detected = _detect_fleet(args, console)
         facts, errors, hostvars = dict(detected.facts), detected.errors, fleet.hostvars
-    _, plans = _plan(facts, hostvars, catalog)
+        origins = fleet.origins
+    _, plans = _plan(facts, hostvars, catalog, origins)
     if getattr(args, "json", False):
         print(json.dumps(rep.plan_document(plans), indent=2))
     else:
@@ -299,7 +324,7 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
     """Detect, plan, check every input, then apply to the hosts the plan does not block."""
     apply_mod.check_options(args.serial, args.max_fail_percent)
     fleet, detected = _detect_fleet(args, console)
-    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog())
+    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     targets = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
     for host in sorted(h for h in plans if plans[h].blocked):
         console.print(f"[yellow]blocked[/] {host}: {escape('; '.join(plans[host].blockers))}")
@@ -326,7 +351,7 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
         result = apply_mod.run_playbook(
             inventories=[fleet.inventory_path],
             hosts=targets,
-            host_vars={h: plans[h].role_vars() for h in targets},
+            host_vars=_document_vars(targets, plans, policies),
             run_dir=run_dir,
             check=args.check,
             serial=serial,
@@ -374,7 +399,7 @@ def _validation(
 def run_validate(args: argparse.Namespace) -> int:
     console = _console(args)
     fleet, detected = _detect_fleet(args, console)
-    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog())
+    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     validation = _validation(fleet, fleet.hosts, detected, plans, policies, args)
     reports = rep.host_reports(
         fleet.hosts,
@@ -389,10 +414,10 @@ def run_validate(args: argparse.Namespace) -> int:
 def run_verify(args: argparse.Namespace) -> int:
     console = _console(args)
     fleet, detected = _detect_fleet(args, console)
-    _, plans = _plan(detected.facts, fleet.hostvars, default_catalog())
+    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     hosts = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
     run_dir = apply_mod.new_run_dir() if hosts else None
-    verification = _verify_hosts(fleet, hosts, plans, run_dir) if run_dir else {}
+    verification = _verify_hosts(fleet, hosts, plans, policies, run_dir) if run_dir else {}
     reports = rep.host_reports(
         fleet.hosts,
         facts=detected.facts,
@@ -417,7 +442,14 @@ def run_all(args: argparse.Namespace) -> int:
         after = _detect(done.fleet, console)
         validation = _validation(done.fleet, ok, after, done.plans, done.policies, args)
         assert done.result is not None
-        verification = _verify_hosts(done.fleet, ok, done.plans, done.result.artifact_dir)
+        verification = _verify_hosts(
+            done.fleet,
+            ok,
+            done.plans,
+            done.policies,
+            done.result.artifact_dir,
+            done.result.plan_file,
+        )
         detected_facts: Mapping[str, HostFacts] = {**done.detected.facts, **after.facts}
         detect_errors: Mapping[str, str] = {**done.detected.errors, **after.errors}
     else:

@@ -28,6 +28,7 @@ from orchestrator.apply import HostApplyStats
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK
 from orchestrator.facts import HostFacts
 from orchestrator.plan import HostPlan
+from orchestrator.roleplans import typed_plan
 from orchestrator.validate.result import CheckResult
 
 SCHEMA_VERSION = 1
@@ -343,16 +344,8 @@ def _plan_cell(plan: HostPlan | None) -> str:
         return "-"
     if plan.blocked:
         return "blocked: " + "; ".join(plan.blockers)
-    parts = []
-    for r in plan.roles:
-        if r.name == "nvidia_driver":
-            v = r.vars
-            text = f"R{v['nvidia_driver_branch']} {v['nvidia_driver_flavour']}"
-            text += " (no change)" if not r.change else ""
-            text += " +FM" if v.get("nvidia_driver_fabricmanager") else ""
-            parts.append(text)
-        else:
-            parts.append(r.name)
+    driver = typed_plan(plan).driver
+    parts = [driver.summary if r.name == "nvidia_driver" and driver else r.name for r in plan.roles]
     return ", ".join(parts)
 
 

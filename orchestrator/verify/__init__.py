@@ -9,13 +9,14 @@ workers chosen from the host count, and folds its JUnit XML (kept in the run's a
 directory) into the report. It is also usable directly::
 
     pytest orchestrator/verify/suite --hosts='ansible://gpu_nodes' \
-        --ansible-inventory=inventory/p5.ini [--gpuprov-expect expect.json]
+        --ansible-inventory=inventory/p5.ini [--gpuprov-plan artifacts/RUN/plan.json]
 
 or on a GPU host itself, without Ansible (plan variables under "*")::
 
-    pytest orchestrator/verify/suite --hosts=local:// --gpuprov-expect expect.json
+    pytest orchestrator/verify/suite --hosts=local:// --gpuprov-plan plan.json
 
-Expected values come from the inventory (``host.ansible.get_variables()``) and, when given, a
-JSON file of per-host plan variables written by ``provision verify`` from the plan. A part the
+Expected values come from the inventory (``host.ansible.get_variables()``) and, when given, the
+plan document (``orchestrator/plandoc.py``): the very ``plan.json`` that ``provision apply``
+passed to the playbook, or one ``provision verify`` writes from its plan. A part the
 plan does not include is skipped with the reason; see docs/verification.md.
 """

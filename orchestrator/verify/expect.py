@@ -1,4 +1,7 @@
-"""What a host should look like, derived from its plan and inventory variables (pure)."""
+"""What a host should look like, derived from its plan and inventory variables (pure).
+
+Every value a variable leaves unset is the default of the knob table (orchestrator/knobs.py:
+the role's own defaults/main.yml, gpuprov's knobs.yaml); none is copied here."""
 
 from __future__ import annotations
 
@@ -7,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.errors import PolicyError
+from orchestrator.knobs import default_table
+from orchestrator.roleplans import MigPlan
 
-DEFAULT_ROLES = ("nvidia_driver", "docker", "nvidia_container_toolkit")
-# roles/nvidia_driver/defaults/main.yml: nvidia_driver_state_file
-DEFAULT_DRIVER_STATE_FILE = "/var/lib/gpuprov/nvidia_driver.json"
+# Docker's own configuration file (dockerd reads it there; the docker role merges into it).
+DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
 
 
 @dataclass(frozen=True)
@@ -25,9 +29,10 @@ class Expectation:
     toolkit_version: str | None
     cdi_spec: str
     daemon_json: str
-    gpu_count: int | None
+    gpu_count: int | None  # gpuprov_validation_expected_gpus; None: the count on the PCI bus
     mig_layout: str | None  # name of the selected layout; None when MIG is not planned
     mig_configs: Mapping[str, Any] | None
+    mig: MigPlan | None = None  # the layouts, parsed once (None: MIG not planned)
 
     def has_role(self, role: str) -> bool:
         return role in self.roles
@@ -59,7 +64,13 @@ def _bool_or_none(host: str, name: str, value: object) -> bool | None:
 
 def expectation_from_vars(host: str, variables: Mapping[str, Any]) -> Expectation:
     """Build the expectation for one host from its merged inventory + plan variables."""
-    roles_value = variables.get("gpuprov_roles", list(DEFAULT_ROLES))
+    table = default_table()
+
+    def value(name: str) -> Any:
+        """The variable, else the knob's default (the role's, or gpuprov's)."""
+        return variables[name] if name in variables else table.default(name)
+
+    roles_value = value("gpuprov_roles")
     if not isinstance(roles_value, (list, tuple)) or not all(
         isinstance(r, str) for r in roles_value
     ):
@@ -68,15 +79,21 @@ def expectation_from_vars(host: str, variables: Mapping[str, Any]) -> Expectatio
             host=host,
             fix="set gpuprov_roles: [nvidia_driver, docker, nvidia_container_toolkit]",
         )
-    count = variables.get("gpuprov_gpu_count")
-    if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
+    count = value("gpuprov_validation_expected_gpus")
+    if isinstance(count, str) and count.strip().isdigit():
+        count = int(count)  # an INI inventory's "8"
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise PolicyError(
-            f"gpuprov_gpu_count must be an integer, got {count!r}",
+            f"gpuprov_validation_expected_gpus must be a GPU count, got {count!r}",
             host=host,
-            fix="remove it (the count detected on the host is used) or set a number",
+            fix="set a number, or 0 to expect every GPU on the PCI bus",
         )
     configs = variables.get("mig_configs")
     layout = _str_or_none(host, "mig_layout", variables.get("mig_layout"))
+    mig_plan = None
+    if layout is not None:
+        configs = configs if isinstance(configs, Mapping) else {}
+        mig_plan = MigPlan.parse(layout, configs, host)
     return Expectation(
         host=host,
         roles=tuple(roles_value),
@@ -89,18 +106,19 @@ def expectation_from_vars(host: str, variables: Mapping[str, Any]) -> Expectatio
         fabricmanager=_bool_or_none(
             host, "nvidia_driver_fabricmanager", variables.get("nvidia_driver_fabricmanager")
         ),
-        persistenced=bool(variables.get("nvidia_driver_persistenced", True)),
-        driver_state_file=str(variables.get("nvidia_driver_state_file", DEFAULT_DRIVER_STATE_FILE)),
+        persistenced=bool(value("nvidia_driver_persistenced")),
+        driver_state_file=str(value("nvidia_driver_state_file")),
         toolkit_version=_str_or_none(
             host,
             "nvidia_container_toolkit_version",
             variables.get("nvidia_container_toolkit_version"),
         ),
-        cdi_spec=str(variables.get("nvidia_container_toolkit_cdi_spec", "/etc/cdi/nvidia.yaml")),
-        daemon_json=str(variables.get("docker_daemon_json_path", "/etc/docker/daemon.json")),
-        gpu_count=count,
+        cdi_spec=str(value("nvidia_container_toolkit_cdi_spec")),
+        daemon_json=DOCKER_DAEMON_JSON,
+        gpu_count=count or None,  # 0: every GPU on the PCI bus
         mig_layout=layout,
         mig_configs=configs if isinstance(configs, Mapping) else None,
+        mig=mig_plan,
     )
 
 

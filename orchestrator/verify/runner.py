@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -10,7 +9,6 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from orchestrator.errors import HostError
 from orchestrator.validate.result import CheckResult, Status
@@ -39,7 +37,7 @@ def suite_command(
     inventory: Path,
     pattern: str,
     junit: Path,
-    expect_file: Path | None,
+    plan_file: Path | None,
     workers: int,
 ) -> list[str]:
     """The pytest command line; also what a user runs to use the suite directly."""
@@ -58,8 +56,8 @@ def suite_command(
         "-o",
         "junit_family=xunit2",
     ]
-    if expect_file is not None:
-        cmd.append(f"--gpuprov-expect={expect_file}")
+    if plan_file is not None:
+        cmd.append(f"--gpuprov-plan={plan_file}")
     if workers > 1:
         cmd += ["-n", str(workers)]
     return cmd
@@ -69,21 +67,20 @@ def run_suite(
     inventory: Path,
     pattern: str,
     workdir: Path,
-    plan_vars: Mapping[str, Mapping[str, Any]] | None = None,
+    plan_file: Path | None = None,
     workers: int = 1,
     stream: bool = True,
 ) -> VerifyRun:
-    """Run the suite against the hosts matching `pattern`; returns results per host."""
+    """Run the suite against the hosts matching `pattern`; returns results per host.
+
+    `plan_file`: the plan document (orchestrator/plandoc.py) the hosts were applied with;
+    None: the inventory's variables alone."""
     workdir.mkdir(parents=True, exist_ok=True)
     junit = workdir / "verify-junit.xml"
-    expect_file = None
-    if plan_vars:
-        expect_file = workdir / "verify-expect.json"
-        expect_file.write_text(json.dumps(plan_vars, indent=2, sort_keys=True))
     env = dict(os.environ)
     # testinfra calls ansible-inventory: use the one next to this interpreter.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    cmd = suite_command(inventory, pattern, junit, expect_file, workers)
+    cmd = suite_command(inventory, pattern, junit, plan_file, workers)
     proc = subprocess.run(
         cmd,
         env=env,

@@ -11,8 +11,21 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.apply import check_options, new_run_dir, run_playbook, write_overlay
+from orchestrator.apply import SITE_PLAYBOOK, check_options, new_run_dir, run_playbook
 from orchestrator.errors import BadInputError, HostError
+from orchestrator.plandoc import read_plan_document
+
+
+def _site_plan_task() -> str:
+    """site.yml's own first pre-task (the plan as host facts), its file path made absolute."""
+    site = yaml.safe_load(SITE_PLAYBOOK.read_text())
+    task = dict(site[0]["pre_tasks"][0])
+    assert task["name"] == "Take this host's variables from the plan"
+    task["ansible.builtin.import_tasks"] = str(
+        SITE_PLAYBOOK.parent / task["ansible.builtin.import_tasks"]
+    )
+    return yaml.safe_dump([task], default_flow_style=True, width=10_000).strip()
+
 
 PLAYBOOK = """\
 - name: Tiny converge
@@ -20,6 +33,7 @@ PLAYBOOK = """\
   gather_facts: false
   serial: "{{ gpuprov_serial | default('100%') }}"
   max_fail_percentage: "{{ gpuprov_max_fail_percent | default(100) }}"
+  pre_tasks: __PRE_TASKS__
   tasks:
     - name: Write the planned value
       ansible.builtin.copy:
@@ -46,7 +60,7 @@ PLAYBOOK = """\
         - name: Rescue it
           ansible.builtin.debug:
             msg: "rescued"
-"""
+""".replace("__PRE_TASKS__", _site_plan_task())
 
 
 @pytest.fixture
@@ -86,12 +100,13 @@ def test_plan_vars_win_and_stats_come_back(lab: dict[str, Path]) -> None:
     assert (lab["out"] / "node-b.txt").read_text() == "B\n"
     assert not (lab["out"] / "node-c.txt").exists()  # not in the run's host list
     stats = result.hosts["node-a"]
-    assert (stats.ok, stats.changed, stats.failed, stats.unreachable) == (2, 2, 0, 0)
+    # 2 plan tasks (check, set facts) + 2 writes
+    assert (stats.ok, stats.changed, stats.failed, stats.unreachable) == (4, 2, 0, 0)
     assert stats.changed_tasks == ("Write the planned value", "Record the batch")
     assert stats.skipped == 2
-    # artifacts kept: the overlay, the runner's events and stdout; no env/ files
-    overlay = yaml.safe_load((result.artifact_dir / "plan-inventory.yml").read_text())
-    assert overlay["all"]["hosts"]["node-b"] == {"planned_value": "B"}
+    # artifacts kept: the plan document, the runner's events and stdout; no env/ files
+    plan = read_plan_document(result.artifact_dir / "plan.json")
+    assert plan == {"node-a": {"planned_value": "A"}, "node-b": {"planned_value": "B"}}
     assert list((result.artifact_dir / "ansible" / "job_events").iterdir())
     assert not (result.artifact_dir / "env").exists()
     command = json.loads((result.artifact_dir / "ansible" / "command").read_text())
@@ -155,7 +170,27 @@ def test_bad_rollout_options_are_bad_input(serial: str | None, max_fail: int | N
     check_options("2", 100)
 
 
-def test_overlay_is_a_yaml_inventory(tmp_path: Path) -> None:
-    path = write_overlay(tmp_path, {"h1": {"nvidia_driver_branch": "580", "gpuprov_roles": []}})
-    doc = yaml.safe_load(path.read_text())
-    assert doc == {"all": {"hosts": {"h1": {"nvidia_driver_branch": "580", "gpuprov_roles": []}}}}
+def test_the_plan_beats_group_vars_and_host_vars(lab: dict[str, Path]) -> None:
+    """Inventory group_vars/ and host_vars/ files (above an INI's [group:vars]) lose to the
+    plan, whatever type the inventory gives; a variable the plan does not set keeps the
+    inventory's value."""
+    inv_dir = lab["inventory"].parent
+    (inv_dir / "group_vars").mkdir()
+    (inv_dir / "host_vars").mkdir()
+    (inv_dir / "group_vars" / "gpu_nodes.yml").write_text("planned_value: from-group-vars-file\n")
+    (inv_dir / "host_vars" / "node-a.yml").write_text(
+        "planned_value: from-host-vars\nfail_here: true\nrescue_here: true\n"
+    )
+    result = run(lab, {"node-a": {"planned_value": "A", "fail_here": False}})
+    assert result.status == "successful", result.hosts
+    assert (lab["out"] / "node-a.txt").read_text() == "A\n"
+    assert result.hosts["node-a"].rescued == 1  # rescue_here: not planned, host_vars' value
+
+
+def test_a_host_the_plan_does_not_cover_stops(lab: dict[str, Path]) -> None:
+    """A plan document without the running host's entry stops that host before any change."""
+    result = run(lab, {"node-b": {"planned_value": "B"}}, hosts=["node-a", "node-b"])
+    assert result.failed_hosts == ("node-a",)
+    assert "has no entry for this host" in result.hosts["node-a"].failed_tasks[0]
+    assert not (lab["out"] / "node-a.txt").exists()
+    assert (lab["out"] / "node-b.txt").read_text() == "B\n"

@@ -127,6 +127,9 @@ RECORD_PLAYBOOK = """\
 - name: Record the plan
   hosts: gpu_nodes
   gather_facts: false
+  pre_tasks:
+    - name: Take this host's variables from the plan (as site.yml does)
+      ansible.builtin.import_tasks: __PLAN_TASKS__
   tasks:
     - name: Write the planned driver variables
       ansible.builtin.copy:
@@ -134,7 +137,7 @@ RECORD_PLAYBOOK = """\
         content: "{{ {'branch': nvidia_driver_branch, 'version': nvidia_driver_version,
                       'fm': nvidia_driver_fabricmanager, 'roles': gpuprov_roles} | to_json }}"
         mode: "0644"
-"""
+""".replace("__PLAN_TASKS__", str(apply_mod.SITE_PLAYBOOK.parent / "tasks" / "plan.yml"))
 
 
 @pytest.fixture
@@ -182,7 +185,7 @@ def test_apply_passes_plan_vars_and_skips_blocked_hosts(
     ]
     assert doc["hosts"]["odd"]["apply"] is None
     artifacts = Path(doc["artifact_dir"])
-    assert (artifacts / "plan-inventory.yml").exists()
+    assert (artifacts / "plan.json").exists()
     assert artifacts.parent == (local_fleet["tmp"] / "artifacts").resolve()
 
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from orchestrator.errors import EXIT_BAD_INPUT, PolicyError
+from orchestrator.knobs import default_table
 from orchestrator.policy import DEFAULT_ROLES, Policy, load_policies, load_policy
 
 KNOB_EXAMPLE = r"^# (nvidia_driver|docker|nvidia_container_toolkit|mig|gpuprov)_[a-z_]+: \S"
@@ -28,30 +29,17 @@ def test_shipped_group_vars_are_a_valid_policy() -> None:
     assert policy.roles == tuple(variables["gpuprov_roles"])
 
 
-def test_documented_knobs_are_valid_when_uncommented() -> None:
-    """Every `# knob: value` example in group_vars/all.yml is a valid setting."""
+def test_documented_knobs_are_their_defaults_when_uncommented() -> None:
+    """Every `# knob: value` line of group_vars/all.yml, uncommented, is the default: the same
+    policy as setting nothing; every knob the planner reads is documented there."""
     lines = GROUP_VARS.read_text().splitlines()
     examples = [ln[2:] for ln in lines if re.match(KNOB_EXAMPLE, ln)]
-    planner_knobs = {
-        "nvidia_driver_branch",
-        "nvidia_driver_version",
-        "nvidia_driver_source",
-        "nvidia_driver_flavour",
-        "nvidia_driver_reboot",
-        "docker_source",
-        "nvidia_container_toolkit_version",
-        "nvidia_container_toolkit_default_runtime",
-        "mig_layout",
-        "gpuprov_cuda_version",
-        "gpuprov_validation_nccl",
-        "gpuprov_validation_expected_gpus",
-        "gpuprov_validation_runtime",
-    }
-    assert planner_knobs <= {ln.split(":", 1)[0] for ln in examples}  # each one documented
-    variables = {**yaml.safe_load(GROUP_VARS.read_text()), **yaml.safe_load("\n".join(examples))}
-    policy = load_policy("n1", variables)
-    assert policy.driver_branch == 580
-    assert policy.mig_layout == "h200-all-3g"
+    documented = {ln.split(":", 1)[0] for ln in examples}
+    readers = {n for n, k in default_table().policy.items() if not k.set_by}
+    assert readers - documented == {"gpuprov_roles", "mig_configs"}  # set, not commented
+    variables = yaml.safe_load(GROUP_VARS.read_text())
+    uncommented = {**variables, **yaml.safe_load("\n".join(examples))}
+    assert load_policy("n1", uncommented) == load_policy("n1", variables)
 
 
 def test_ini_strings_are_coerced_like_ansible() -> None:
@@ -151,3 +139,42 @@ def test_the_example_fleet_inventory_is_a_valid_policy() -> None:
     policies = load_policies({h.name: h.vars for h in inv.hosts})
     assert len(policies) == 4
     assert {p.validation_expected_gpus for p in policies.values()} == {8}
+
+
+@pytest.mark.parametrize(
+    ("name", "closest"),
+    [
+        ("nvidia_driver_brnch", "nvidia_driver_branch"),
+        ("gpuprov_validation_expected_gpu", "gpuprov_validation_expected_gpus"),
+        ("gpuprov_gpu_count", None),
+        ("docker_sorce", "docker_source"),
+        ("nvidia_container_toolkit_verison", "nvidia_container_toolkit_version"),
+        ("mig_layot", "mig_layout"),
+        ("driver_upgrade_drain_comand", "driver_upgrade_drain_command"),
+    ],
+)
+def test_an_unknown_knob_is_bad_input_with_the_closest_name(name: str, closest: str | None) -> None:
+    with pytest.raises(PolicyError) as err:
+        load_policies(
+            {"gpu-7": {name: "550", "unrelated_var": 1}},
+            origins={"gpu-7": {name: "inventory/host_vars/gpu-7.yml:3:8"}},
+        )
+    assert err.value.exit_code == EXIT_BAD_INPUT
+    text = str(err.value)
+    assert f"gpu-7: {name} (set in inventory/host_vars/gpu-7.yml:3:8) is not a knob" in text
+    assert (f"did you mean {closest}?" in text) == (closest is not None)
+    assert "unrelated_var" not in text  # only names shaped like a knob are checked
+
+
+def test_every_role_input_and_gpuprov_knob_is_accepted() -> None:
+    """Role inputs the planner does not read pass through untouched; no false alarms."""
+    table = default_table()
+    variables = {n: k.default for n, k in table.knobs.items() if n not in table.policy}
+    assert load_policy("n1", variables) == Policy(host="n1")
+
+
+def test_version_alone_implies_its_branch() -> None:
+    policy = load_policy("n1", {"nvidia_driver_version": "535.261.03"})
+    assert (policy.driver_branch, policy.driver_version) == (535, "535.261.03")
+    with pytest.raises(PolicyError, match="names no driver branch"):
+        load_policy("n1", {"nvidia_driver_version": "5.1"})

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import PolicyError
+from orchestrator.knobs import default_table
 from orchestrator.verify.expect import expectation_from_vars, upstream_version
 from orchestrator.verify.runner import parse_junit, suite_command, workers_for
 
@@ -21,7 +22,7 @@ def test_expectation_from_plan_vars() -> None:
             "nvidia_driver_version": "535.261.03",
             "nvidia_driver_flavour": "open",
             "nvidia_driver_fabricmanager": True,
-            "gpuprov_gpu_count": 8,
+            "gpuprov_validation_expected_gpus": "8",
         },
     )
     assert e.has_role("nvidia_driver") and not e.has_role("docker")
@@ -37,7 +38,11 @@ def test_expectation_defaults_without_plan() -> None:
     e = expectation_from_vars("n1", {})
     assert e.roles == ("nvidia_driver", "docker", "nvidia_container_toolkit")
     assert e.driver_version is None and e.fabricmanager is None
-    assert e.cdi_spec == "/etc/cdi/nvidia.yaml"
+    assert e.gpu_count is None  # gpuprov_validation_expected_gpus: 0, every GPU on the bus
+    table = default_table()  # the roles' own defaults, read from roles/*/defaults/main.yml
+    assert e.cdi_spec == table.role_default("nvidia_container_toolkit_cdi_spec")
+    assert e.driver_state_file == table.role_default("nvidia_driver_state_file")
+    assert e.persistenced is table.role_default("nvidia_driver_persistenced")
 
 
 @pytest.mark.parametrize(
@@ -45,7 +50,8 @@ def test_expectation_defaults_without_plan() -> None:
     [
         ("gpuprov_roles", "docker"),
         ("nvidia_driver_fabricmanager", "yes"),
-        ("gpuprov_gpu_count", "8"),
+        ("gpuprov_validation_expected_gpus", "eight"),
+        ("gpuprov_validation_expected_gpus", True),
         ("nvidia_driver_version", ["535"]),
     ],
 )

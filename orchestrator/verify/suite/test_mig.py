@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from orchestrator.errors import GpuprovError
-from orchestrator.mig import LAYOUT_DISABLED, GpuLayout
+from orchestrator.mig import GpuLayout
 from orchestrator.mig_apply import (
     GpuState,
     Options,
@@ -44,11 +44,8 @@ def planned_mig(expect: Expectation) -> Expectation:
 
 
 def _config(expect: Expectation) -> dict[str, object]:
-    configs = dict(expect.mig_configs or {})
-    if not configs:
-        # `disabled` needs no definition (orchestrator.mig); a mig-parted document needs one.
-        configs = {LAYOUT_DISABLED: [{"devices": "all", "mig-enabled": False}]}
-    return {"version": "v1", "mig-configs": configs}
+    assert expect.mig is not None  # planned_mig skipped otherwise
+    return expect.mig.document()
 
 
 def _view(host: Any, expect: Expectation) -> MigView:

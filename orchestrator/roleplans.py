@@ -1,0 +1,289 @@
+"""A typed plan per role: what the report shows, what verify expects, what Ansible receives.
+
+`HostPlan.roles` carries each role's variables as Ansible receives them. This module reads
+them once, checked against the knob table (orchestrator/knobs.py), into one frozen record per
+role (driver, docker, toolkit, MIG) plus the host's validation plan and, when a loaded driver
+is replaced, its upgrade; the report and the verification suite read these fields, never the
+strings. The plan document (orchestrator/plandoc.py) is :meth:`TypedPlan.document_vars`, and
+:meth:`TypedPlan.from_vars` reads it back (verify does, on the suite's side): the two round-trip.
+The MIG layouts are parsed once here (orchestrator/mig.py) and carried as data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from orchestrator import mig
+from orchestrator.errors import PolicyError
+from orchestrator.knobs import KnobTable, default_table
+
+if TYPE_CHECKING:  # the suite imports this module on hosts that need none of these
+    from orchestrator.facts import LoadedDriver
+    from orchestrator.plan import HostPlan
+    from orchestrator.policy import Policy
+
+
+class _Reader:
+    """Variables of one host, read with the table's defaults, types and choices."""
+
+    def __init__(self, host: str, variables: Mapping[str, Any], table: KnobTable) -> None:
+        self.host, self.variables, self.table = host, variables, table
+
+    def raw(self, name: str) -> Any:
+        """The variable, else the default its reader applies (the role's own for a role
+        input: these are the values a role receives, not the planner's policy)."""
+        if name in self.variables and self.variables[name] is not None:
+            return self.variables[name]
+        return self.table[name].default
+
+    def _bad(self, name: str, value: Any, expected: str) -> PolicyError:
+        return PolicyError(
+            f"{name}={value!r} in the plan is not {expected}",
+            host=self.host,
+            fix="pass the plan.json `provision apply` wrote (or fix the inventory value)",
+        )
+
+    def text(self, name: str) -> str | None:
+        value = self.raw(name)
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise self._bad(name, value, "a string")
+        text = str(value).strip()
+        choices = self.table[name].choices
+        if text and choices and text not in [str(c) for c in choices]:
+            raise self._bad(name, value, "one of " + ", ".join(str(c) for c in choices))
+        return text or None
+
+    def flag(self, name: str) -> bool:
+        value = self.raw(name)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "yes", "false", "no"):
+            return value.lower() in ("true", "yes")
+        raise self._bad(name, value, "true or false")
+
+    def count(self, name: str) -> int | None:
+        value = self.raw(name)
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise self._bad(name, value, "a count (0: all)")
+        return value or None
+
+    def roles(self) -> tuple[str, ...]:
+        value = self.raw("gpuprov_roles")
+        known = self.table["gpuprov_roles"].choices
+        if not isinstance(value, list | tuple) or not all(v in known for v in value):
+            raise self._bad("gpuprov_roles", value, "a list drawn from " + ", ".join(known))
+        return tuple(str(v) for v in value)
+
+
+@dataclass(frozen=True)
+class DriverPlan:
+    branch: int
+    version: str | None  # exact upstream version; None: the newest of the branch
+    flavour: str  # open | proprietary
+    source: str  # cuda | distribution
+    fabricmanager: bool
+    reboot: str  # allow | forbid
+    persistenced: bool
+    state_file: str  # the role's record of what it installed and held
+    change: bool = True  # False: the loaded driver already is the plan
+
+    def role_vars(self) -> dict[str, object]:
+        return {
+            "nvidia_driver_branch": str(self.branch),
+            "nvidia_driver_version": self.version or "",
+            "nvidia_driver_flavour": self.flavour,
+            "nvidia_driver_source": self.source,
+            "nvidia_driver_fabricmanager": self.fabricmanager,
+            "nvidia_driver_reboot": self.reboot,
+        }
+
+    @property
+    def summary(self) -> str:
+        """ "R580 open (no change) +FM" """
+        text = f"R{self.branch} {self.flavour}"
+        text += " (no change)" if not self.change else ""
+        return text + (" +FM" if self.fabricmanager else "")
+
+
+@dataclass(frozen=True)
+class UpgradePlan:
+    """A loaded driver replaced by the plan's (driver_upgrade's drain/lockstep path)."""
+
+    from_version: str
+    from_flavour: str
+    to_version: str | None  # None: the newest of the branch
+    to_branch: int
+    to_flavour: str
+
+
+@dataclass(frozen=True)
+class DockerPlan:
+    source: str  # docker | distribution
+
+    def role_vars(self) -> dict[str, object]:
+        return {"docker_source": self.source}
+
+
+@dataclass(frozen=True)
+class ToolkitPlan:
+    version: str | None  # None: the newest, then held
+    default_runtime: bool
+    cdi_spec: str
+
+    def role_vars(self) -> dict[str, object]:
+        return {
+            "nvidia_container_toolkit_version": self.version or "",
+            "nvidia_container_toolkit_default_runtime": self.default_runtime,
+        }
+
+
+@dataclass(frozen=True)
+class MigPlan:
+    layout: str  # a name of `configs`, or "disabled"
+    configs: Mapping[str, Any]  # mig_configs as written (the role receives it)
+    parsed: mig.MigConfig  # the same, parsed and checked once
+
+    def role_vars(self) -> dict[str, object]:
+        return {"mig_layout": self.layout, "mig_configs": dict(self.configs)}
+
+    def document(self) -> dict[str, object]:
+        """The mig-parted v1 document of these layouts (the applier's input)."""
+        return _mig_document(self.configs)
+
+    @classmethod
+    def parse(cls, layout: str, configs: Mapping[str, Any], host: str | None) -> MigPlan:
+        """Parse and check the layouts once (MigLayoutError: bad input)."""
+        return cls(layout, dict(configs), mig.parse_config(_mig_document(configs), host=host))
+
+
+def _mig_document(configs: Mapping[str, Any]) -> dict[str, object]:
+    # `disabled` needs no definition (orchestrator.mig); a mig-parted document needs one.
+    body = dict(configs) or {mig.LAYOUT_DISABLED: [{"devices": "all", "mig-enabled": False}]}
+    return {"version": "v1", "mig-configs": body}
+
+
+@dataclass(frozen=True)
+class ValidationPlan:
+    nccl: bool  # the multi-GPU NCCL all_reduce check is required
+    expected_gpus: int | None  # None: every GPU on the PCI bus
+    runtime: str  # auto | docker | host
+    cuda_version: str | None
+
+    def document_vars(self) -> dict[str, object]:
+        return {
+            "gpuprov_validation_nccl": self.nccl,
+            "gpuprov_validation_expected_gpus": self.expected_gpus or 0,
+            "gpuprov_validation_runtime": self.runtime,
+            "gpuprov_cuda_version": self.cuda_version or "",
+        }
+
+
+@dataclass(frozen=True)
+class TypedPlan:
+    host: str
+    roles: tuple[str, ...]
+    validation: ValidationPlan
+    driver: DriverPlan | None = None
+    docker: DockerPlan | None = None
+    toolkit: ToolkitPlan | None = None
+    mig: MigPlan | None = None
+    upgrade: UpgradePlan | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)  # variables no typed plan holds
+
+    def role_vars(self) -> dict[str, object]:
+        """What the roles receive: each role's variables, plus `gpuprov_roles`."""
+        out: dict[str, object] = dict(self.extra)
+        for part in (self.driver, self.docker, self.toolkit, self.mig):
+            if part is not None:
+                out.update(part.role_vars())
+        out["gpuprov_roles"] = list(self.roles)
+        return out
+
+    def document_vars(self) -> dict[str, object]:
+        """The host's entry of the plan document: role variables and the validation plan."""
+        return {**self.role_vars(), **self.validation.document_vars()}
+
+    @classmethod
+    def from_vars(
+        cls,
+        host: str,
+        variables: Mapping[str, Any],
+        *,
+        change: bool = True,
+        table: KnobTable | None = None,
+    ) -> TypedPlan:
+        """Read a host's plan variables (a plan document entry, over inventory variables);
+        what they leave unset is the table's default. PolicyError when one is wrong."""
+        r = _Reader(host, variables, table or default_table())
+        roles = r.roles()
+        driver = docker = toolkit = mig_plan = None
+        if "nvidia_driver" in roles:
+            branch = r.text("nvidia_driver_branch") or ""
+            if not branch.isdigit():
+                raise r._bad("nvidia_driver_branch", branch, "a branch number")
+            driver = DriverPlan(
+                branch=int(branch),
+                version=r.text("nvidia_driver_version"),
+                flavour=r.text("nvidia_driver_flavour") or "",
+                source=r.text("nvidia_driver_source") or "",
+                fabricmanager=r.flag("nvidia_driver_fabricmanager"),
+                reboot=r.text("nvidia_driver_reboot") or "",
+                persistenced=r.flag("nvidia_driver_persistenced"),
+                state_file=r.text("nvidia_driver_state_file") or "",
+                change=change,
+            )
+        if "docker" in roles:
+            docker = DockerPlan(r.text("docker_source") or "")
+        if "nvidia_container_toolkit" in roles:
+            toolkit = ToolkitPlan(
+                version=r.text("nvidia_container_toolkit_version"),
+                default_runtime=r.flag("nvidia_container_toolkit_default_runtime"),
+                cdi_spec=r.text("nvidia_container_toolkit_cdi_spec") or "",
+            )
+        if "mig" in roles:
+            layout = r.text("mig_layout") or mig.LAYOUT_DISABLED
+            configs = r.raw("mig_configs")
+            if not isinstance(configs, Mapping):
+                raise r._bad("mig_configs", configs, "a mapping of layout name -> devices")
+            mig_plan = MigPlan.parse(layout, configs, host)
+        validation = ValidationPlan(
+            nccl=r.flag("gpuprov_validation_nccl"),
+            expected_gpus=r.count("gpuprov_validation_expected_gpus"),
+            runtime=r.text("gpuprov_validation_runtime") or "",
+            cuda_version=r.text("gpuprov_cuda_version"),
+        )
+        return cls(host, roles, validation, driver, docker, toolkit, mig_plan)
+
+
+def typed_plan(
+    plan: HostPlan, policy: Policy | None = None, loaded: LoadedDriver | None = None
+) -> TypedPlan:
+    """The planner's result for one host, typed: its roles' variables read once, the
+    validation plan from the host's policy (the table's defaults without one), the upgrade
+    when `loaded` (the driver detected before the run) is replaced."""
+    driver_role = next((r for r in plan.roles if r.name == "nvidia_driver"), None)
+    typed = TypedPlan.from_vars(
+        plan.host, plan.role_vars(), change=driver_role.change if driver_role else True
+    )
+    if policy is not None:
+        validation = ValidationPlan(
+            nccl=policy.validation_nccl,
+            expected_gpus=policy.validation_expected_gpus,
+            runtime=policy.validation_runtime,
+            cuda_version=policy.cuda_version,
+        )
+        typed = replace(typed, validation=validation)
+    if typed.driver and typed.driver.change and loaded is not None:
+        upgrade = UpgradePlan(
+            from_version=loaded.version,
+            from_flavour=loaded.flavour,
+            to_version=typed.driver.version,
+            to_branch=typed.driver.branch,
+            to_flavour=typed.driver.flavour,
+        )
+        typed = replace(typed, upgrade=upgrade)
+    return typed

@@ -1,0 +1,92 @@
+"""The Ansible collection gpuprov.nvidia: `ansible-galaxy collection build` makes it, it
+installs, and `gpuprov.nvidia.site` resolves the collection's own roles (no repository
+roles path, no ansible.cfg)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.knobs import ROLE_PREFIXES, load_table
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("collection")
+    _run([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(out)], REPO)
+    meta = yaml.safe_load((REPO / "galaxy.yml").read_text())
+    tarball = out / f"{meta['namespace']}-{meta['name']}-{meta['version']}.tar.gz"
+    assert tarball.exists()
+    return tarball
+
+
+def test_the_build_holds_roles_playbooks_and_the_orchestrator_only(built: Path) -> None:
+    with tarfile.open(built) as tar:
+        names = set(tar.getnames())
+    tops = {n.split("/")[0] for n in names}
+    assert {"roles", "playbooks", "meta", "orchestrator", "MANIFEST.json"} <= tops
+    assert not tops & {"tests", ".venv", ".lab", "artifacts", "bench", ".git", "ansible.cfg"}
+    for role in ROLE_PREFIXES:
+        assert f"roles/{role}/meta/argument_specs.yml" in names
+    # the site playbook, its plan pre-task, the mig role's applier source, the knob table
+    for path in ("playbooks/site.yml", "playbooks/tasks/plan.yml", "meta/runtime.yml"):
+        assert path in names
+    for path in ("orchestrator/mig_apply.py", "orchestrator/knobs.py", "orchestrator/knobs.yaml"):
+        assert path in names
+    assert not any("__pycache__" in n for n in names)
+
+
+def test_installed_it_runs_as_gpuprov_nvidia_site(built: Path, tmp_path: Path) -> None:
+    collections = tmp_path / "collections"
+    _run(
+        [str(BIN / "ansible-galaxy"), "collection", "install", str(built), "-p", str(collections)],
+        tmp_path,
+    )
+    (tmp_path / "empty.cfg").write_text("[defaults]\n")
+    (tmp_path / "inv.ini").write_text("[gpu_nodes]\nnode-1 ansible_connection=local\n")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")},
+        "ANSIBLE_CONFIG": str(tmp_path / "empty.cfg"),  # not the repository's roles_path
+        "ANSIBLE_COLLECTIONS_PATH": str(collections),
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    argv = [str(BIN / "ansible-playbook"), "-i", "inv.ini", "gpuprov.nvidia.site", "--list-tasks"]
+    tasks = _run(argv, tmp_path, env)
+    installed = collections / "ansible_collections" / "gpuprov" / "nvidia"
+    assert f"playbook: {installed}/playbooks/site.yml" in tasks
+    assert "Take the planned variables as host facts" in tasks
+    for role in ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig"):
+        assert f"gpuprov.nvidia.{role} : Validating arguments" in tasks
+    # the installed collection's knob table is the repository's
+    assert load_table(roles_dir=installed / "roles").knobs == load_table().knobs
+
+
+def test_it_installs_from_git(tmp_path: Path) -> None:
+    """What AWX's collections/requirements.yml (type: git) does: clone, build, install; the
+    committed HEAD of this clone."""
+    collections = tmp_path / "collections"
+    source = f"git+file://{REPO}"
+    _run(
+        [str(BIN / "ansible-galaxy"), "collection", "install", source, "-p", str(collections)],
+        tmp_path,
+    )
+    installed = collections / "ansible_collections" / "gpuprov" / "nvidia"
+    assert (installed / "playbooks" / "site.yml").is_file()
+    assert (installed / "roles" / "nvidia_driver" / "meta" / "argument_specs.yml").is_file()
