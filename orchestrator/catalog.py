@@ -29,6 +29,11 @@ DEFAULT_PATH = Path(__file__).with_name("catalog.yaml")
 SCHEMA = 1
 
 OpenModules = Literal["unsupported", "supported", "required"]
+# How an OS's os-release names the release its repositories are keyed by (`os_release_keys`):
+# VERSION_ID as it is (Ubuntu "22.04", Amazon Linux "2023"), its major ("9.4" -> "9" for the
+# RHEL family), or the codename (Debian "bookworm"; its VERSION_ID's major when it has none).
+ReleaseKey = Literal["version_id", "major", "codename"]
+_RELEASE_KEYS = ("version_id", "major", "codename")
 BranchKind = Literal["LTSB", "PB", "unknown"]
 _OPEN_MODULES = ("unsupported", "supported", "required")
 _BRANCH_KINDS = ("LTSB", "PB", "unknown")
@@ -148,6 +153,12 @@ class DriverSource:
     # with why (e.g. the packaged open modules do not build against the current kernel).
     preferred_flavour: str | None = None
     preferred_why: str = ""
+    codename: str | None = None  # Debian: the suite the entry's release is (bookworm)
+    name: str = ""  # how users call it: "Ubuntu 22.04", "Amazon Linux 2023"
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.os_id} {self.os_version}"
 
 
 @dataclass(frozen=True)
@@ -180,6 +191,7 @@ class Catalog:
                     f"for {arch} ({bounds.source.split(' (')[0]})"
                 )
         return None
+    os_release_keys: Mapping[str, ReleaseKey] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         index: dict[int, GpuModel] = {}
@@ -220,6 +232,31 @@ class Catalog:
             (s for s in self.driver_sources if s.os_id == os_id and s.os_version == os_version),
             None,
         )
+
+    def release_of(self, os_id: str, version_id: str, codename: str = "") -> str | None:
+        """The release an OS's repositories are keyed by, from its os-release fields: "9" for
+        RHEL 9.6, "22.04" for Ubuntu 22.04, "12" for Debian bookworm (12.x). None: the catalog
+        has no rule for this OS."""
+        rule = self.os_release_keys.get(os_id)
+        if rule is None:
+            return None
+        if rule == "codename" and codename:
+            entry = next(
+                (s for s in self.driver_sources if s.os_id == os_id and s.codename == codename),
+                None,
+            )
+            return entry.os_version if entry else None
+        if rule == "version_id" or not version_id:
+            return version_id or None
+        return version_id.split(".")[0]
+
+    def source_for(self, os_id: str, version_id: str, codename: str = "") -> DriverSource | None:
+        """The catalog entry of the OS release a host runs (None: not supported)."""
+        release = self.release_of(os_id, version_id, codename)
+        return self.driver_source(os_id, release) if release is not None else None
+
+    def supported_oses(self) -> tuple[str, ...]:
+        return tuple(s.label for s in self.driver_sources)
 
 
 # --- loading and the schema check -------------------------------------------------------
@@ -449,6 +486,8 @@ def _driver_source(data: object, index: int) -> DriverSource:
         distribution=tuple(drivers),
         preferred_flavour=preferred,
         preferred_why=e.text("preferred_why", optional=True) or "",
+        codename=e.text("codename", optional=True),
+        name=e.text("name", optional=True) or "",
     )
 
 
@@ -514,6 +553,18 @@ def parse_catalog(data: object) -> Catalog:
             f"catalog: driver_branches {unknown} are not in known_driver_branches",
             fix="add each branch to known_driver_branches with its source",
         )
+    keys = _Entry(top.data.get("os_release_keys"), "os_release_keys")
+    release_keys = {
+        str(os_id): cast(ReleaseKey, keys.choice(os_id, _RELEASE_KEYS)) for os_id in keys.data
+    }
+    sources = tuple(_driver_source(s, i) for i, s in enumerate(top.items("driver_sources")))
+    for source in sources:
+        if source.os_id not in release_keys:
+            raise CatalogError(
+                f"catalog: driver_sources has {source.label} but os_release_keys has no "
+                f"rule for {source.os_id!r}",
+                fix="add the OS to os_release_keys in orchestrator/catalog.yaml",
+            )
     return Catalog(
         gpus=gpus,
         architectures=archs,
@@ -521,12 +572,11 @@ def parse_catalog(data: object) -> Catalog:
         branches=branches,
         cuda_min_driver=cuda_min,
         cuda_compat_min_driver=cuda_compat,
-        driver_sources=tuple(
-            _driver_source(s, i) for i, s in enumerate(top.items("driver_sources"))
-        ),
+        driver_sources=sources,
         validation_floor_fraction=fraction,
         known_branches=frozenset(known),
         arch_branches=arch_branches,
+        os_release_keys=release_keys,
     )
 
 

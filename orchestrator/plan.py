@@ -29,6 +29,11 @@ SOURCE_NAMES = {"cuda": "NVIDIA's CUDA repository", "distribution": "the distrib
 # `uname -m` -> the CUDA repository's architecture directory (reference/packages.yaml: "arch
 # dir x86_64 for amd64, sbsa for arm64 servers").
 CUDA_ARCH_DIRS = {"x86_64": "x86_64", "aarch64": "sbsa"}
+# OSes that Docker's own repository does not serve (tests/recorded/reference/packages.yaml
+# docker_ce.rhel: only /linux/rhel, whose $releasever=2023 path is a 404 on Amazon Linux 2023),
+# and whose own repositories carry docker (https://docs.aws.amazon.com/linux/al2023/ug/ecs.html:
+# "AL2023 includes these packages [containerd, docker] in the core repositories").
+NO_DOCKER_CE = {"amzn": "Amazon Linux"}
 
 
 @dataclass(frozen=True)
@@ -233,12 +238,14 @@ def _distribution_choice(
     flavour: str,
     source: DriverSource | None,
 ) -> _DriverChoice | None:
-    os_name = f"{facts.os.id} {facts.os.version_id}" if facts.os else "an unknown OS"
+    os_name = f"{source.os_id} {source.os_version}" if source else _os_name(facts)
     if source is None or (not source.any_distribution_branch and not source.distribution):
-        notes.blockers.append(
-            f"the catalog knows no distribution driver for {os_name}; fix: set "
-            "nvidia_driver_source=cuda for this host"
+        fix = (
+            f"set nvidia_driver_source=cuda (NVIDIA's {source.cuda_repo} repository) for this host"
+            if source and source.cuda_repo
+            else "leave nvidia_driver out of gpuprov_roles for this host"
         )
+        notes.blockers.append(f"the catalog knows no distribution driver for {os_name}; fix: {fix}")
         return None
     if source.any_distribution_branch:
         if policy.driver_branch is not None:
@@ -295,7 +302,19 @@ def _driver_role(
                 f"the catalog has no verified minimum driver for {m.model}; the branch choice "
                 "cannot be checked against it"
             )
-    source = catalog.driver_source(facts.os.id, facts.os.version_id) if facts.os else None
+    source = (
+        catalog.source_for(facts.os.id, facts.os.version_id, facts.os.codename)
+        if facts.os
+        else None
+    )
+    if source is None:
+        # One blocker, whatever the source: no setting makes an unknown OS release work.
+        notes.blockers.append(
+            f"{_os_name(facts)} is not supported by gpuprov's driver role (its repositories "
+            f"are not in the catalog); supported: {', '.join(catalog.supported_oses())}; fix: "
+            "run one of those, or leave nvidia_driver out of gpuprov_roles for this host"
+        )
+        return None
     from_archive = policy.driver_source == "distribution"
     flavour = _flavour(models, policy, notes, source if from_archive else None)
     if policy.driver_branch is not None:
@@ -312,11 +331,17 @@ def _driver_role(
                 f"{', '.join(CUDA_ARCH_DIRS)} only; fix: leave this host out (--limit)"
             )
             choice = None
-        elif source is None or source.cuda_repo is None:
-            os_name = f"{facts.os.id} {facts.os.version_id}" if facts.os else "an unknown OS"
+        elif source.cuda_repo is None:
+            has_archive = source.any_distribution_branch or bool(source.distribution)
+            fix = (
+                "set nvidia_driver_source=distribution (its packaged driver) for this host"
+                if has_archive
+                else "leave nvidia_driver out of gpuprov_roles for this host"
+            )
             notes.blockers.append(
-                f"NVIDIA's CUDA repository has no path for {os_name} in the catalog; fix: set "
-                "nvidia_driver_source=distribution, or use a supported OS"
+                f"NVIDIA's CUDA repository has no path for {source.os_id} {source.os_version} in "
+                "the catalog; "
+                f"fix: {fix}"
             )
             choice = None
         elif policy.driver_branch is not None:
@@ -405,10 +430,19 @@ def _driver_role(
 def cuda_repository(facts: HostFacts, policy: Policy, catalog: Catalog) -> str:
     """The CUDA repository path the driver comes from, for the host's OS and CPU
     ("ubuntu2404/sbsa"); "" when the driver does not come from NVIDIA's repository."""
-    source = catalog.driver_source(facts.os.id, facts.os.version_id) if facts.os else None
+    source = (
+        catalog.source_for(facts.os.id, facts.os.version_id, facts.os.codename)
+        if facts.os
+        else None
+    )
     if policy.driver_source != "cuda" or source is None or not source.cuda_repo:
         return ""
     return f"{source.cuda_repo}/{CUDA_ARCH_DIRS.get(facts.arch, 'x86_64')}"
+def _os_name(facts: HostFacts) -> str:
+    """ "Ubuntu 20.04.6 LTS (ubuntu 20.04)": what os-release calls it, and its id/version."""
+    if facts.os is None:
+        return "an unknown OS (no os-release)"
+    return f"{facts.os.pretty_name} ({facts.os.id} {facts.os.version_id or facts.os.codename})"
 
 
 def _below(target: str, minimum: str) -> bool:
@@ -464,12 +498,21 @@ def _runtime_roles(facts: HostFacts, policy: Policy, notes: _Notes) -> list[Role
     roles: list[RolePlan] = []
     docker = facts.runtime.docker_version
     if "docker" in policy.roles:
-        source = "Docker's repository" if policy.docker_source == "docker" else "the distribution"
-        installed = _docker_package_source(facts.packages)
-        if installed and installed != policy.docker_source:
-            other = "the distribution's docker.io" if installed == "distribution" else "Docker CE"
+        docker_source = policy.docker_source
+        distro = NO_DOCKER_CE.get(facts.os.id) if facts.os else None
+        if distro and docker_source == "docker":
             notes.warnings.append(
-                f"{other} is installed but docker_source={policy.docker_source}: the role "
+                f"Docker's repository has no {distro} path: Docker from {distro}'s own "
+                "repository (docker_source=distribution)"
+            )
+            docker_source = "distribution"
+        source = "Docker's repository" if docker_source == "docker" else "the distribution"
+        installed = _docker_package_source(facts.packages)
+        if installed and installed != docker_source:
+            package = "docker.io" if "docker.io" in facts.packages else "docker"
+            other = f"the distribution's {package}" if installed == "distribution" else "Docker CE"
+            notes.warnings.append(
+                f"{other} is installed but docker_source={docker_source}: the role "
                 "switches packages (containers stop); set docker_source to keep what is there"
             )
         reason = (
@@ -477,7 +520,7 @@ def _runtime_roles(facts: HostFacts, policy: Policy, notes: _Notes) -> list[Role
             if docker
             else f"install Docker from {source}"
         )
-        roles.append(RolePlan("docker", {"docker_source": policy.docker_source}, reason))
+        roles.append(RolePlan("docker", {"docker_source": docker_source}, reason))
     elif docker is None and "nvidia_container_toolkit" in policy.roles:
         notes.warnings.append(
             "nvidia_container_toolkit is planned without docker and no Docker is installed: "
@@ -513,7 +556,7 @@ def _docker_package_source(packages: Mapping[str, str]) -> str | None:
     """Which source the installed Docker came from, by package name (None: none installed)."""
     if "docker-ce" in packages:
         return "docker"
-    if "docker.io" in packages:
+    if "docker.io" in packages or "docker" in packages:  # Debian/Ubuntu, Amazon Linux
         return "distribution"
     return None
 

@@ -283,7 +283,8 @@ def test_rhel9_cuda_module_stream_and_key(rendered: Path) -> None:
     assert r["module_stream"] == "nvidia-driver:580-open"
     assert r["set"]["anchor"] == "kmod-nvidia-open-dkms"
     assert r["headers"] == [f"kernel-devel-{KERNEL}", "kernel-headers"]
-    assert r["fabricmanager"] == ["nvidia-fabric-manager", "libnvidia-nscq-580"]
+    # From 580 the rpm names drop the dash and the branch (reference cuda_rpm.branches.ge_580).
+    assert r["fabricmanager"] == ["nvidia-fabricmanager", "libnvidia-nscq"]
 
 
 def test_rocky9_uses_the_rhel_data(rendered: Path) -> None:
@@ -303,7 +304,7 @@ def test_unsupported_os_names_the_supported_ones(rendered: Path) -> None:
     r = _result(rendered, "ubuntu2004_unsupported")
     assert r["failed"]
     assert "Ubuntu 20.04 is not supported" in r["msg"]
-    assert "Ubuntu 22.04, Ubuntu 24.04, Debian 12, Debian 13, RHEL 9, Rocky 9" in r["msg"]
+    assert "Ubuntu 22.04, Ubuntu 24.04, Debian 12, Debian 13, RHEL 8, RHEL 9" in r["msg"]
 
 
 def test_version_must_belong_to_the_branch(rendered: Path) -> None:

@@ -1,0 +1,234 @@
+"""The nvidia_driver role's dnf OS data (RHEL/Rocky 8 and 9, Amazon Linux 2023), rendered.
+
+Runs the role's preflight.yml + select.yml on local fake hosts (facts per play, nothing on
+this machine changes) and checks every rendered name against
+tests/recorded/reference/packages.yaml (cuda_rpm), through the rpm doubles' model (which
+reads the reference), not against the role's own vars. The lab test tests/lab/test_role_dnf.py
+runs the same data with real dnf.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "lab"))
+from rpmrepo import model  # noqa: E402
+
+ANSIBLE_PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
+_LOCAL = f"ansible_connection=local ansible_python_interpreter={sys.executable}"
+REF = model.load_reference()
+KERNEL_EL9 = "5.14.0-427.13.1.el9_4.x86_64"  # a RHEL 9.4 `uname -r` from a public transcript
+
+
+def _facts(dist: str, version: str, family: str, arch: str = "x86_64") -> dict[str, str]:
+    return {
+        "distribution": dist,
+        "distribution_version": version,
+        "distribution_major_version": version.split(".")[0],
+        "os_family": family,
+        "architecture": arch,
+    }
+
+
+CASES: dict[str, tuple[dict[str, str], dict[str, Any], str]] = {
+    "rhel96_open_580": (
+        _facts("RedHat", "9.6", "RedHat"),
+        {"nvidia_driver_branch": "580"},
+        KERNEL_EL9,
+    ),
+    "rocky94_open_570": (
+        _facts("Rocky", "9.4", "RedHat"),
+        {"nvidia_driver_branch": "570"},
+        KERNEL_EL9,
+    ),
+    "rhel810_proprietary_580": (
+        _facts("RedHat", "8.10", "RedHat"),
+        {"nvidia_driver_branch": "580", "nvidia_driver_flavour": "proprietary"},
+        KERNEL_EL9,
+    ),
+    # AL2023 kernel releases: only their 6.1. / 6.12. prefix matters to the role.
+    "al2023_open_580": (
+        _facts("Amazon", "2023", "RedHat"),
+        {"nvidia_driver_branch": "580"},
+        "6.1.0",
+    ),
+    "al2023_kernel612": (
+        _facts("Amazon", "2023", "RedHat", arch="aarch64"),
+        {"nvidia_driver_branch": "570"},
+        "6.12.0",
+    ),
+    "override_os_data": (
+        _facts("Debian", "12.8", "Debian"),
+        {"nvidia_driver_branch": "580", "nvidia_driver_os_data": "Amazon-2023"},
+        "6.1.0",
+    ),
+}
+
+_RENDER = """\
+- name: Render the dnf data
+  ansible.builtin.copy:
+    dest: "{{ out }}/{{ inventory_hostname }}.json"
+    mode: "0644"
+    content: "{{ result | to_json }}"
+  delegate_to: localhost
+  vars:
+    result:
+      pkg_mgr: "{{ __nvidia_driver_pkg_mgr }}"
+      set: "{{ __nvidia_driver_set }}"
+      fabricmanager: "{{ __nvidia_driver_fabricmanager_set }}"
+      cuda_repo_url: "{{ __nvidia_driver_cuda_repo_url }}"
+      cuda_repo_key: "{{ __nvidia_driver_cuda_repo_key }}"
+      key_sha256: "{{ __nvidia_driver_cuda_repo_key_sha256 }}"
+      headers: "{{ __nvidia_driver_headers_packages }}"
+      module_stream: "{{ __nvidia_driver_dnf_module_stream | trim }}"
+      dkms_from: "{{ __nvidia_driver_dnf_dkms_from }}"
+      epel_major: "{{ __nvidia_driver_epel_major }}"
+"""
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("nvidia_driver_dnf")
+    out = work / "out"
+    out.mkdir()
+    plays = []
+    for case, (facts, role_vars, kernel) in CASES.items():
+        steps = [
+            {
+                "name": step,
+                "ansible.builtin.include_role": {
+                    "name": "nvidia_driver",
+                    "tasks_from": f"{step}.yml",
+                    "public": True,
+                },
+            }
+            for step in ("preflight", "select")
+        ]
+        plays.append(
+            {
+                "name": case,
+                "hosts": case,
+                "gather_facts": False,
+                "vars": {
+                    "ansible_facts": facts,
+                    "__nvidia_driver_kernel": kernel,
+                    "out": str(out),
+                    "nvidia_driver_fabricmanager": True,
+                    **role_vars,
+                },
+                "tasks": [*steps, *yaml.safe_load(_RENDER)],
+            }
+        )
+    (work / "inventory.ini").write_text("".join(f"{c} {_LOCAL}\n" for c in CASES), "utf-8")
+    (work / "render.yml").write_text(yaml.safe_dump(plays, sort_keys=False), "utf-8")
+    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1"}
+    proc = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", "inventory.ini", "render.yml"],
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return out
+
+
+def result(out: Path, case: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / f"{case}.json").read_text(encoding="utf-8"))
+    return data
+
+
+def test_fabric_manager_and_nscq_names_follow_the_reference_per_branch(rendered: Path) -> None:
+    assert result(rendered, "rhel96_open_580")["fabricmanager"] == list(
+        model.fabric_names(REF, 580)
+    )
+    assert result(rendered, "rocky94_open_570")["fabricmanager"] == list(
+        model.fabric_names(REF, 570)
+    )
+    # and the reference's own words for the two schemes
+    assert model.fabric_names(REF, 570) == ("nvidia-fabric-manager", "libnvidia-nscq-570")
+    assert model.fabric_names(REF, 580) == ("nvidia-fabricmanager", "libnvidia-nscq")
+
+
+def test_driver_packages_are_the_references(rendered: Path) -> None:
+    pkgs = REF["driver_packages"]
+    for case in CASES:
+        r = result(rendered, case)
+        flavour = "proprietary" if "proprietary" in case else "open"
+        anchor = pkgs["open_dkms"] if flavour == "open" else pkgs["proprietary_dkms"]
+        assert r["set"]["anchor"] == anchor
+        assert set(r["set"]["versioned"]) - {anchor} <= set(pkgs["compute_userspace"])
+        assert r["set"]["dkms"] is True
+
+
+def test_module_streams_are_ones_the_reference_saw(rendered: Path) -> None:
+    assert result(rendered, "rhel96_open_580")["module_stream"] == "nvidia-driver:580-open"
+    assert result(rendered, "rhel810_proprietary_580")["module_stream"] == "nvidia-driver:580-dkms"
+    assert result(rendered, "rocky94_open_570")["module_stream"] == "nvidia-driver:570-open"
+    seen = " ".join(REF["module_streams"]["streams_seen"])
+    assert "<b>-open" in seen and "<b>-dkms" in seen
+    assert REF["module_streams"]["module"] == "nvidia-driver"
+
+
+def test_repositories_keys_and_dkms_source(rendered: Path) -> None:
+    repos = REF["repositories"]
+    sha = REF["keys"]["D42D0685"]["sha256_of_file_after_sed_Version"]
+    for case, dist, arch in (
+        ("rhel96_open_580", "rhel9", "x86_64"),
+        ("rhel810_proprietary_580", "rhel8", "x86_64"),
+        ("al2023_open_580", "amzn2023", "x86_64"),
+        ("al2023_kernel612", "amzn2023", "aarch64"),  # $(uname -m) as the EKS script does
+    ):
+        r = result(rendered, case)
+        assert r["pkg_mgr"] == "dnf"
+        base = f"https://developer.download.nvidia.com/compute/cuda/repos/{dist}/{arch}/"
+        assert r["cuda_repo_url"] == base
+        assert r["cuda_repo_key"] == base + repos[dist]["key"]
+        assert r["key_sha256"] == sha
+    assert result(rendered, "rhel96_open_580")["dkms_from"] == "epel"
+    assert result(rendered, "rhel96_open_580")["epel_major"] == "9"
+    assert result(rendered, "rhel810_proprietary_580")["epel_major"] == "8"
+    assert result(rendered, "al2023_open_580")["dkms_from"] == "cuda"
+    assert "ships its own dkms" in REF["driver_packages"]["dkms_dependency"]
+
+
+def test_headers_for_the_running_kernel(rendered: Path) -> None:
+    assert result(rendered, "rhel96_open_580")["headers"] == [
+        f"kernel-devel-{KERNEL_EL9}",
+        "kernel-headers",
+    ]
+    assert result(rendered, "al2023_open_580")["headers"] == ["kernel-devel-6.1.0"]
+    assert result(rendered, "al2023_kernel612")["headers"] == ["kernel6.12-devel-6.12.0"]
+
+
+def test_os_data_override_picks_the_named_file(rendered: Path) -> None:
+    r = result(rendered, "override_os_data")
+    assert r["pkg_mgr"] == "dnf"
+    assert "/amzn2023/" in r["cuda_repo_url"]
+
+
+def test_every_name_the_role_installs_is_in_the_reference_generated_doubles(
+    rendered: Path,
+) -> None:
+    doubles = model.repositories("/srv/gpuprov-rpmrepo")
+    names = model.names(doubles)
+    for case in CASES:
+        r = result(rendered, case)
+        assert set(r["set"]["versioned"] + r["fabricmanager"]) <= names, case
+    # The doubles carry every module stream the role can ask for, per recorded branch.
+    streams = {s.name for repo in doubles for s in repo.streams}
+    for branch in model.driver_versions(REF):
+        assert {f"{branch}-open", f"{branch}-dkms"} <= streams
+    assert {"open-dkms", "latest-dkms"} <= streams
+    assert {repo.default_stream for repo in doubles if repo.streams} == {"open-dkms"}
