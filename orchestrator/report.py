@@ -144,6 +144,7 @@ def plan_dict(plan: HostPlan) -> dict[str, object]:
         "blocked": plan.blocked,
         "roles": [
             {"name": r.name, "vars": dict(r.vars), "reason": r.reason, "change": r.change}
+            | ({"packages": dict(r.packages)} if r.packages else {})
             for r in plan.roles
         ],
         "warnings": list(plan.warnings),
@@ -220,7 +221,10 @@ def render_plans(console: Console, plans: Mapping[str, HostPlan]) -> None:
         table.add_column("change")
         table.add_column("reason")
         for role in plan.roles:
-            table.add_row(role.name, "yes" if role.change else "no", escape(role.reason))
+            reason = role.reason + (
+                f"\npackages: {role.packages_line}" if role.packages_line else ""
+            )
+            table.add_row(role.name, "yes" if role.change else "no", escape(reason))
         console.print(table)
         for w in plan.warnings:
             console.print(f"  [yellow]warning[/]: {escape(w)}", highlight=False)
