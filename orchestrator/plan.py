@@ -20,6 +20,7 @@ from orchestrator.catalog import (
     parse_version,
     version_at_least,
 )
+from orchestrator.driver_packages import PackagesUnavailable, driver_packages
 from orchestrator.errors import PolicyError
 from orchestrator.facts import HostFacts, PciDevice
 from orchestrator.policy import Policy
@@ -42,6 +43,9 @@ class RolePlan:
     vars: Mapping[str, object]
     reason: str  # one line: why this role, with these variables
     change: bool = True  # False: the host already matches; the role should report no change
+    # nvidia_driver: the packages it installs and holds, and where from (driver_packages)
+    packages: Mapping[str, object] | None = None
+    packages_line: str = ""
 
 
 @dataclass(frozen=True)
@@ -346,6 +350,10 @@ def _driver_role(
             choice = None
         elif policy.driver_branch is not None:
             choice = _DriverChoice(policy.driver_branch, policy.driver_version, "pinned branch")
+        elif policy.driver_version:  # the version names its branch
+            version_branch = branch_of(policy.driver_version)
+            _check_pinned_branch(facts.host, version_branch, policy.driver_version, models, notes)
+            choice = _DriverChoice(version_branch, policy.driver_version, "pinned version")
         else:
             choice = _default_branch(models, catalog, notes)
     if choice is None:
@@ -412,6 +420,24 @@ def _driver_role(
             "Debian's archive has no fabric manager: nvidia-fabricmanager and libnvidia-nscq come "
             f"from NVIDIA's repository at exactly {version or f'the R{choice.branch} release'}"
         )
+    packages = None
+    if facts.os is not None:
+        try:
+            packages = driver_packages(
+                os_id=facts.os.id,
+                version_id=facts.os.version_id,
+                family=facts.os.family,
+                kernel=facts.kernel,
+                source=policy.driver_source,
+                branch=choice.branch,
+                flavour=flavour,
+                fabricmanager=fabric,
+            )
+        except PackagesUnavailable as exc:
+            notes.blockers.append(
+                f"{exc}; fix: choose another nvidia_driver_flavour, nvidia_driver_branch or "
+                "nvidia_driver_source for this host (docs/support-matrix.md)"
+            )
     return RolePlan(
         name="nvidia_driver",
         vars={
@@ -424,6 +450,8 @@ def _driver_role(
         },
         reason=f"{action}; {fabric_reason}",
         change=not keep,
+        packages=packages.to_dict() if packages else None,
+        packages_line=packages.summary() if packages else "",
     )
 
 

@@ -155,6 +155,7 @@ def plan_dict(plan: HostPlan) -> dict[str, object]:
         "blocked": plan.blocked,
         "roles": [
             {"name": r.name, "vars": dict(r.vars), "reason": r.reason, "change": r.change}
+            | ({"packages": dict(r.packages)} if r.packages else {})
             for r in plan.roles
         ],
         "warnings": list(plan.warnings),
@@ -291,7 +292,12 @@ def render_plans(console: Console, plans: Mapping[str, HostPlan]) -> None:
         if plan.repository:
             title += f", driver from CUDA repository {plan.repository}"
         rows = [
-            (role.name, "yes" if role.change else "no", escape(role.reason)) for role in plan.roles
+            (
+                role.name,
+                "yes" if role.change else "no",
+                escape(role.reason + (f"\npackages: {role.packages_line}" if role.packages_line else "")),
+            )
+            for role in plan.roles
         ]
         emit_table(console, escape(title), ("role", "change", "reason"), rows)
         for w in plan.warnings:

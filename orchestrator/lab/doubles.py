@@ -1,7 +1,7 @@
 """The local apt repository of test doubles (tests/lab/aptrepo/), wired into the lab.
 
-That repository (stand-ins for NVIDIA-only packages: nvidia-container-toolkit,
-nvidia-fabricmanager-<branch>, libnvidia-nscq-<branch>) is test code owned beside the
+That repository (stand-ins for NVIDIA's packages: the CUDA repository for Debian, the
+container toolkit) is test code owned beside the
 simulator; the lab only starts it on this machine and writes the role variables it
 returns into the lab's group_vars. Each lab has its own server, bound to its own network's
 gateway (not Docker's default bridge: once the docker role runs on a test host, that host's
@@ -46,7 +46,15 @@ def serve(aptrepo_dir: Path, state_dir: Path, network: str) -> dict[str, object]
         return None
     try:
         repo = aptrepo.ensure_served(state_dir, network=network)
-        policy: Mapping[str, object] = aptrepo.lab_policy(repo)
+        policy: Mapping[str, object] = {
+            **aptrepo.lab_policy(repo),
+            # The lab key's fingerprint: what the driver role must find in the key it fetches.
+            **(
+                {"gpuprov_lab_repo_key_fingerprint": repo.fingerprint}
+                if getattr(repo, "fingerprint", "")
+                else {}
+            ),
+        }
     except (RuntimeError, OSError) as exc:
         raise LabError(
             f"the local apt repository of test doubles could not be served: {exc}",

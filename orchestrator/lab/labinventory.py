@@ -32,9 +32,10 @@ def render_inventory(
         "[gpu_nodes]",
     ]
     for h in sorted(hosts, key=lambda h: h.name):
+        policy = "".join(f" {k}={v}" for k, v in DRIVER_POLICY_BY_OS.get(h.os, {}).items())
         lines.append(
             f"{h.name} ansible_host=127.0.0.1 ansible_port={h.port} "
-            f"gpuprov_lab_os={h.os} gpuprov_lab_profile={h.profile}"
+            f"gpuprov_lab_os={h.os} gpuprov_lab_profile={h.profile}{policy}"
         )
     lines += ["", "[lab]"]
     lines += sorted(h.name for h in hosts)
@@ -50,12 +51,26 @@ def render_inventory(
     return "\n".join(lines)
 
 
-# The driver role takes NVIDIA-only packages (fabric manager, nscq) from its CUDA
-# repository variables: in the lab, that is the test-double repository.
+# Lab policy per host OS, on the host's inventory line (it outranks group_vars). Debian 12
+# hosts take the production path (the fleet's defaults: NVIDIA's CUDA repository, open
+# modules, fabric manager; here the test-double repository of tests/lab/aptrepo). Debian 13
+# hosts keep Debian's own packaged driver (550.163.01, proprietary: its open modules do not
+# build against trixie's kernel), the one real NVIDIA driver build the lab still runs
+# (10-25 minutes of DKMS on 2 cores).
+DRIVER_POLICY_BY_OS: dict[str, dict[str, str]] = {
+    "debian13": {"nvidia_driver_source": "distribution", "nvidia_driver_flavour": "proprietary"},
+}
+
+# The driver role's CUDA repository variables: in the lab, the test-double repository
+# (driver, fabric manager, nscq, pinning packages), signed with the lab's throwaway key,
+# whose fingerprint is the one the role must find when it fetches the key on every run.
 DRIVER_FROM_DOUBLES = """\
-# The driver role's NVIDIA-only packages (fabric manager, nscq) come from there.
+# The driver role's CUDA repository (driver, fabric manager, nscq) is that double.
 nvidia_driver_cuda_repo_url: "{{ gpuprov_lab_cuda_repo_url }}/"
 nvidia_driver_cuda_repo_key: "{{ gpuprov_lab_repo_key_url }}"
+"""
+KEY_FINGERPRINT = """\
+nvidia_driver_cuda_repo_key_fingerprints: ["{{ gpuprov_lab_repo_key_fingerprint }}"]
 """
 
 
@@ -66,6 +81,8 @@ def render_lab_vars(lab: str, gateway: str, repo_vars: Mapping[str, object] | No
         )
         if {"gpuprov_lab_cuda_repo_url", "gpuprov_lab_repo_key_url"} <= set(repo_vars):
             repo_block += DRIVER_FROM_DOUBLES
+            if "gpuprov_lab_repo_key_fingerprint" in repo_vars:
+                repo_block += KEY_FINGERPRINT
     else:
         repo_block = "# (none: tests/lab/aptrepo/ is not in this checkout)\n"
     return f"""\
@@ -80,21 +97,16 @@ gpuprov_lab_name: {lab}
 # gateway); the test-double repository below listens there too.
 gpuprov_lab_gateway: {gateway}
 
-# Debian's own nvidia-driver packages (non-free): no NVIDIA repository is
-# reachable from the lab.
-nvidia_driver_source: distribution
-# The proprietary kernel modules: Debian 13's open 550.163.01 does not build
-# against trixie's current kernel, and the open build of Debian 12's 535.261.03
-# takes over 20 minutes on 2 cores (docs/debian-nvidia-packages.md). Both
-# flavours are real DKMS builds.
-nvidia_driver_flavour: proprietary
+# The driver: the fleet's policy (NVIDIA's CUDA repository, open modules) from
+# the test-double repository below; Debian 13 hosts keep Debian's packaged
+# driver (inventory.ini, per host).
 # Debian's docker.io: Docker's repository is not reachable from the lab either.
 docker_source: distribution
 
 # --- Local apt repository of test doubles (tests/lab/aptrepo/) --------------
 # Written from the repository's own lab_policy(): where the signed local
-# repository of stand-ins for nvidia-container-toolkit,
-# nvidia-fabricmanager-<branch> and libnvidia-nscq-<branch> is served.
+# repository of stand-ins (NVIDIA's CUDA repository for Debian: driver, fabric
+# manager, nscq, pinning packages; the container toolkit) is served.
 {repo_block}# --- end of the test-double repository settings -----------------------------
 """
 

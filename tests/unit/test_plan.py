@@ -452,3 +452,62 @@ def test_cuda_version_floor() -> None:
     assert any("CUDA 13.0 needs >= 580.65.06" in w for w in p.warnings)
     with pytest.raises(PolicyError, match="not in the catalog's CUDA table"):
         plan(real_raw(), gpuprov_cuda_version="14.0")
+
+
+# --- the driver packages the plan names (rendered from the role's own OS data) -----------
+
+
+def test_p5_plan_names_the_unsuffixed_fabric_manager_from_580() -> None:
+    p = plan(variant({0x2330: 8}, (0x22A3, 4)))
+    driver = role(p, "nvidia_driver")
+    assert driver.packages is not None
+    assert driver.packages["driver"] == [
+        "nvidia-headless-580-open",
+        "nvidia-dkms-580-open",
+        "nvidia-utils-580",
+        "libnvidia-compute-580",
+    ]
+    assert driver.packages["fabricmanager"] == ["nvidia-fabricmanager", "libnvidia-nscq"]
+    assert driver.packages["install_first"] == []
+    assert "nvidia-fabricmanager" in driver.packages["held"]
+    assert str(driver.packages["repository"]).endswith("/cuda/repos/ubuntu2204/x86_64/")
+    assert "nvidia-fabricmanager, libnvidia-nscq" in driver.packages_line
+
+
+def test_p5_plan_at_575_keeps_the_suffixed_fabric_manager() -> None:
+    p = plan(variant({0x2330: 8}, (0x22A3, 4)), nvidia_driver_version="575.57.08")
+    driver = role(p, "nvidia_driver")
+    assert driver.packages is not None
+    assert driver.packages["fabricmanager"] == ["nvidia-fabricmanager-575", "libnvidia-nscq-575"]
+
+
+def test_p5_plan_at_595_installs_the_pinning_package_first() -> None:
+    p = plan(variant({0x2330: 8}, (0x22A3, 4), os_release=DEBIAN_12), nvidia_driver_branch="595")
+    driver = role(p, "nvidia_driver")
+    assert driver.packages is not None
+    assert driver.packages["install_first"] == ["nvidia-driver-pinning-595"]
+    assert driver.packages["held"][0] == "nvidia-driver-pinning-595"
+    assert driver.packages_line.startswith("first nvidia-driver-pinning-595;")
+
+
+def test_ubuntu_archive_plan_names_the_prebuilt_module_for_the_running_kernel() -> None:
+    raw = variant({0x2330: 8}, (0x22A3, 4))
+    facts = parse_host("node", raw)
+    p = plan(raw, nvidia_driver_source="distribution", nvidia_driver_branch="580")
+    driver = role(p, "nvidia_driver")
+    assert driver.packages is not None
+    assert driver.packages["prebuilt_modules"] == [
+        f"linux-modules-nvidia-580-server-open-{facts.kernel}"
+    ]
+    assert driver.packages["dkms_modules"] == ["nvidia-dkms-580-server-open"]
+    assert driver.packages["repository"] == "the distribution's archive"
+    assert str(driver.packages["fabricmanager_repository"]).startswith("NVIDIA's CUDA repository")
+
+
+def test_a_combination_without_recorded_packages_is_blocked_with_the_reason() -> None:
+    # Volta needs the proprietary modules; 595's Ubuntu names record no proprietary set.
+    p = plan(variant({0x1DB1: 8}), nvidia_driver_branch="595")
+    assert any(
+        "no proprietary kernel modules for branch 595 (flavours there: open)" in b
+        for b in p.blockers
+    ), p.blockers

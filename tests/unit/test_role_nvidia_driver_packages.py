@@ -87,6 +87,44 @@ CASES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
         _facts("Rocky", "9.5", "RedHat"),
         {"nvidia_driver_source": "distribution"},
     ),
+    # NVIDIA's naming scheme across branches (packages.yaml cuda_apt.branches).
+    "ubuntu2404_cuda_open_575_fm": (
+        _facts("Ubuntu", "24.04", "Debian"),
+        {"nvidia_driver_branch": "575", "nvidia_driver_fabricmanager": True},
+    ),
+    "ubuntu2204_cuda_open_580_fm": (
+        _facts("Ubuntu", "22.04", "Debian"),
+        {"nvidia_driver_branch": "580", "nvidia_driver_fabricmanager": True},
+    ),
+    "ubuntu2404_cuda_open_595_fm": (
+        _facts("Ubuntu", "24.04", "Debian"),
+        {"nvidia_driver_branch": "595", "nvidia_driver_fabricmanager": True},
+    ),
+    "ubuntu2204_cuda_proprietary_595": (
+        _facts("Ubuntu", "22.04", "Debian"),
+        {"nvidia_driver_branch": "595", "nvidia_driver_flavour": "proprietary"},
+    ),
+    "ubuntu2204_distribution_open_595_fm": (
+        _facts("Ubuntu", "22.04", "Debian"),
+        {
+            "nvidia_driver_source": "distribution",
+            "nvidia_driver_branch": "595",
+            "nvidia_driver_fabricmanager": True,
+        },
+    ),
+    "debian12_cuda_open_575_fm": (
+        _facts("Debian", "12.8", "Debian"),
+        {"nvidia_driver_branch": "575", "nvidia_driver_fabricmanager": True},
+    ),
+    "debian12_cuda_open_580_fm": (
+        _facts("Debian", "12.8", "Debian"),
+        {"nvidia_driver_branch": "580", "nvidia_driver_fabricmanager": True},
+    ),
+    "debian12_cuda_open_595_fm": (
+        _facts("Debian", "12.8", "Debian"),
+        {"nvidia_driver_branch": "595", "nvidia_driver_fabricmanager": True},
+    ),
+    "debian13_cuda_open_580": (_facts("Debian", "13.1", "Debian"), {"nvidia_driver_branch": "580"}),
     "ubuntu2004_unsupported": (_facts("Ubuntu", "20.04", "Debian"), {}),
     "debian12_version_outside_branch": (
         _facts("Debian", "12.8", "Debian"),
@@ -108,6 +146,8 @@ _RENDER = """\
       pkg_mgr: "{{ __nvidia_driver_pkg_mgr }}"
       set: "{{ __nvidia_driver_set }}"
       fabricmanager: "{{ __nvidia_driver_fabricmanager_set }}"
+      pinning: "{{ __nvidia_driver_pinning_set }}"
+      key_fingerprints: "{{ __nvidia_driver_cuda_repo_key_fingerprints | default([]) }}"
       use_cuda_repo: "{{ __nvidia_driver_use_cuda_repo }}"
       cuda_repo_url: "{{ __nvidia_driver_cuda_repo_url }}"
       cuda_repo_key: "{{ __nvidia_driver_cuda_repo_key }}"
@@ -223,8 +263,10 @@ def test_ubuntu_distribution_prefers_signed_prebuilt_modules(rendered: Path) -> 
     assert r["set"]["prebuilt"] == [f"linux-modules-nvidia-580-server-open-{KERNEL}"]
     assert r["set"]["dkms_versioned"] == ["nvidia-dkms-580-server-open"]
     assert r["headers"] == [f"linux-headers-{KERNEL}"]
-    # The fabric manager comes from NVIDIA's repository, at the driver's branch.
-    assert r["fabricmanager"] == ["nvidia-fabricmanager-580", "libnvidia-nscq-580"]
+    assert r["set"]["prebuilt_common"] == "nvidia-kernel-common-580-server"
+    # The fabric manager comes from NVIDIA's repository: unsuffixed from 580 on.
+    assert r["fabricmanager"] == ["nvidia-fabricmanager", "libnvidia-nscq"]
+    assert r["pinning"] == []
     assert r["use_cuda_repo"] is True
     assert r["distribution_sources"] == []
 
@@ -321,3 +363,85 @@ def test_pin_file_pins_every_nvidia_package_to_the_version(rendered: Path) -> No
         "Pin: version 580.95.05-*",
         "Pin-Priority: 1001",
     ]
+
+
+def test_fabric_manager_keeps_the_branch_suffix_up_to_575(rendered: Path) -> None:
+    r = _result(rendered, "ubuntu2404_cuda_open_575_fm")
+    assert r["fabricmanager"] == ["nvidia-fabricmanager-575", "libnvidia-nscq-575"]
+    assert r["set"]["versioned"][0] == "nvidia-headless-575-open"
+    assert r["pinning"] == []
+    d = _result(rendered, "debian12_cuda_open_575_fm")
+    assert d["fabricmanager"] == ["nvidia-fabricmanager-575", "libnvidia-nscq-575"]
+
+
+def test_fabric_manager_is_unsuffixed_from_580(rendered: Path) -> None:
+    r = _result(rendered, "ubuntu2204_cuda_open_580_fm")
+    assert r["fabricmanager"] == ["nvidia-fabricmanager", "libnvidia-nscq"]
+    # The driver packages still carry the branch at 580.
+    assert r["set"]["versioned"] == [
+        "nvidia-headless-580-open",
+        "nvidia-dkms-580-open",
+        "nvidia-utils-580",
+        "libnvidia-compute-580",
+    ]
+    assert r["pinning"] == []
+
+
+def test_from_590_names_lose_the_branch_and_the_pinning_package_comes_first(
+    rendered: Path,
+) -> None:
+    r = _result(rendered, "ubuntu2404_cuda_open_595_fm")
+    assert not r["failed"], r
+    assert r["pinning"] == ["nvidia-driver-pinning-595"]
+    assert r["set"]["anchor"] == "nvidia-dkms-open"
+    assert r["set"]["versioned"] == [
+        "nvidia-headless-no-dkms-open",
+        "nvidia-dkms-open",
+        "libnvidia-compute",
+    ]
+    assert r["fabricmanager"] == ["nvidia-fabricmanager", "libnvidia-nscq"]
+
+
+def test_no_proprietary_set_is_recorded_for_590_on_ubuntu(rendered: Path) -> None:
+    r = _result(rendered, "ubuntu2204_cuda_proprietary_595")
+    assert r["failed"]
+    assert "no proprietary kernel modules for branch 595" in r["msg"]
+    assert "flavours there: open" in r["msg"]
+
+
+def test_canonical_archive_has_no_pinning_package(rendered: Path) -> None:
+    r = _result(rendered, "ubuntu2204_distribution_open_595_fm")
+    assert r["pinning"] == []
+    assert r["set"]["anchor"] == "nvidia-headless-no-dkms-595-server-open"
+    assert r["fabricmanager"] == ["nvidia-fabricmanager", "libnvidia-nscq"]
+
+
+def test_debian_cuda_names_carry_no_branch(rendered: Path) -> None:
+    sets = {b: _result(rendered, f"debian12_cuda_open_{b}_fm") for b in ("575", "580", "595")}
+    for branch, r in sets.items():
+        assert not r["failed"], (branch, r)
+        assert r["set"]["versioned"] == [
+            "nvidia-kernel-open-dkms",
+            "nvidia-driver-cuda",
+            "nvidia-persistenced",
+        ], branch
+        assert r["cuda_repo_url"].endswith("/repos/debian12/x86_64/")
+    assert sets["580"]["fabricmanager"] == ["nvidia-fabricmanager", "libnvidia-nscq"]
+    assert sets["580"]["pinning"] == []
+    assert sets["595"]["pinning"] == ["nvidia-driver-pinning-595"]
+    assert sets["595"]["fabricmanager"] == ["nvidia-fabricmanager", "libnvidia-nscq"]
+
+
+def test_expected_key_fingerprints_come_from_the_reference(rendered: Path) -> None:
+    reference = yaml.safe_load(
+        (REPO / "tests/recorded/reference/packages.yaml").read_text(encoding="utf-8")
+    )["cuda_apt"]["repositories"]
+    for case, dist in (
+        ("debian12_cuda_open_580_fm", "debian12"),
+        ("ubuntu2204_cuda_open_580_fm", "ubuntu2204"),
+        ("ubuntu2404_cuda_open_595_fm", "ubuntu2404"),
+        ("debian13_cuda_open_580", "debian13"),
+    ):
+        r = _result(rendered, case)
+        assert r["key_fingerprints"] == [reference[dist]["key_fingerprint"]], case
+        assert r["cuda_repo_key"].endswith("/" + reference[dist]["key_file"]), case

@@ -87,7 +87,9 @@ def dmesg(argv: Sequence[str]) -> int:
 
 
 def persistenced(argv: Sequence[str]) -> int:
-    """Stand-in daemon: persistence on while it runs, off when it stops (like the real one)."""
+    """Stand-in daemon: persistence on while it runs, off when it stops (like the real one);
+    with --no-persistence-mode it runs and leaves persistence off (Ubuntu's packaged unit)."""
+    enable = "--no-persistence-mode" not in argv
     with host_session() as host:
         if not host.state.driver_loaded:
             sys.stderr.write(
@@ -95,7 +97,7 @@ def persistenced(argv: Sequence[str]) -> int:
             )
             return 1
         for gpu in host.state.gpus:
-            gpu.persistence = True
+            gpu.persistence = enable
 
     def stop(_signum: int, _frame: object) -> None:
         with host_session() as host:
