@@ -142,6 +142,20 @@ class XidEvent:
 
 
 @dataclass(frozen=True)
+class InfinibandDevice:
+    """An entry of /sys/class/infiniband and whether its VPD names it an NVLink5 switch
+    management port ("SW_MNG", as NVIDIA's driver container checks)."""
+
+    name: str  # "mlx5_0"
+    sw_mng: bool | None  # None: the VPD was not readable
+
+
+# Kernel modules NVIDIA's driver container waits for on an NVLink5 system before starting
+# the fabric manager (reference packages.yaml `nvlink5.prerequisites`).
+NVLINK5_MODULES = ("mlx5_core", "ib_umad")
+
+
+@dataclass(frozen=True)
 class UpgradeState:
     """roles/driver_upgrade's record on the host (/var/lib/gpuprov/upgrade.json)."""
 
@@ -178,6 +192,21 @@ class HostFacts:
     uptime_s: float | None = None  # /proc/uptime when detected; ages Xid events
     upgrade: UpgradeState | None = None  # a driver upgrade recorded on the host, if any
     arch: str = ""  # `uname -m`: "x86_64", "aarch64"; "" when unknown
+    infiniband: tuple[InfinibandDevice, ...] = ()  # /sys/class/infiniband, with VPD marks
+
+    @property
+    def nvlink5(self) -> bool:
+        """An NVLink5 fabric (HGX B200/B300): an InfiniBand device's VPD says SW_MNG."""
+        return any(d.sw_mng for d in self.infiniband)
+
+    @property
+    def nvlink5_ports(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.infiniband if d.sw_mng)
+
+    @property
+    def nvlink5_missing_modules(self) -> tuple[str, ...]:
+        """NVLINK5_MODULES not loaded at detection."""
+        return tuple(m for m in NVLINK5_MODULES if m not in self.loaded_modules)
 
     @property
     def nvidia_pci(self) -> tuple[PciDevice, ...]:

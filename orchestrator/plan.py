@@ -23,6 +23,7 @@ from orchestrator.catalog import (
 from orchestrator.driver_packages import PackagesUnavailable, driver_packages
 from orchestrator.errors import PolicyError
 from orchestrator.facts import HostFacts, PciDevice
+from orchestrator.nvlink5 import plan_nvlink5
 from orchestrator.policy import Policy
 
 ROLE_ORDER = ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig")
@@ -375,7 +376,11 @@ def _driver_role(
             f"loaded module is {facts.loaded_driver.version} but NVML reports "
             f"{facts.smi.driver_version}: driver/library mismatch until a reboot"
         )
-    fabric = nvswitches > 0
+    nvlink5 = plan_nvlink5(facts, choice.branch, policy.driver_source)
+    if nvlink5 is not None:
+        notes.warnings += nvlink5.warnings
+        notes.blockers += nvlink5.blockers
+    fabric = nvswitches > 0 or nvlink5 is not None
     loaded = facts.loaded_driver
     keep = (
         loaded is not None
@@ -414,7 +419,7 @@ def _driver_role(
                 "(prebuilt signed modules avoid this)"
             )
     _check_cuda(policy, version or str(choice.branch), catalog, notes)
-    fabric_reason = _fabric_reason(facts, nvswitches)
+    fabric_reason = nvlink5.reason if nvlink5 is not None else _fabric_reason(facts, nvswitches)
     if fabric and policy.driver_source == "distribution" and facts.os and facts.os.id == "debian":
         notes.warnings.append(
             "Debian's archive has no fabric manager: nvidia-fabricmanager and libnvidia-nscq come "
@@ -446,6 +451,7 @@ def _driver_role(
             "nvidia_driver_flavour": flavour,
             "nvidia_driver_source": policy.driver_source,
             "nvidia_driver_fabricmanager": fabric,
+            **({"nvidia_driver_nvlink5": True} if nvlink5 is not None else {}),
             "nvidia_driver_reboot": policy.driver_reboot,
         },
         reason=f"{action}; {fabric_reason}",

@@ -242,6 +242,23 @@ if [ -d /etc/cdi ] || [ -d /var/run/cdi ]; then
     cap cdi-specs.txt cdi_specs
 fi
 have nvidia-ctk && bg cap nvidia-ctk-version.txt nvidia-ctk --version
+# NVLink5 (HGX B200/B300), detected as NVIDIA's driver container does: an InfiniBand device
+# whose VPD contains SW_MNG (its NVSwitch management port). mlx5_core and ib_umad: lsmod.txt.
+infiniband_vpd() {
+    for f in /sys/class/infiniband/*/device/vpd; do
+        [ -e "$f" ] || continue
+        d=${f%/device/vpd}
+        if [ ! -r "$f" ]; then
+            printf '%s unreadable\n' "${d##*/}"
+        elif grep -q SW_MNG "$f" 2>/dev/null; then
+            printf '%s SW_MNG\n' "${d##*/}"
+        else
+            printf '%s -\n' "${d##*/}"
+        fi
+    done
+    return 0
+}
+[ -d /sys/class/infiniband ] && cap infiniband-vpd.txt infiniband_vpd
 # an unfinished driver upgrade leaves the host drained (roles/driver_upgrade)
 [ -f /var/lib/gpuprov/upgrade.json ] && cap gpuprov-upgrade.txt cat /var/lib/gpuprov/upgrade.json
 # the lab's GPU simulator marker (tests/lab/gpusim): every GPU fact of this host is simulated

@@ -13,10 +13,18 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from orchestrator.facts import HostFacts, RuntimeInfo, ServiceState, SmiGpu, UpgradeState
+from orchestrator.facts import (
+    HostFacts,
+    InfinibandDevice,
+    RuntimeInfo,
+    ServiceState,
+    SmiGpu,
+    UpgradeState,
+)
 from orchestrator.parsers import names
 from orchestrator.parsers._text import ParseError, split_exit
 from orchestrator.parsers.driver_version import parse_driver_version
+from orchestrator.parsers.infiniband import parse_infiniband_vpd
 from orchestrator.parsers.kernel_log import parse_kernel_log
 from orchestrator.parsers.nvlink import NvLinkGpu, parse_nvlink_status
 from orchestrator.parsers.os_release import parse_os_release
@@ -154,6 +162,8 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
     nvlinks = c.parse(names.SMI_NVLINK_S, parse_nvlink_status, no_links)
     kernel_log = c.parse(names.KERNEL_LOG, parse_kernel_log, None)
     upgrade = c.parse(names.UPGRADE_STATE, _upgrade_state, None)  # before errors is read
+    no_ports: tuple[InfinibandDevice, ...] = ()
+    infiniband = c.parse(names.INFINIBAND_VPD, parse_infiniband_vpd, no_ports)
     return HostFacts(
         host=host,
         os=c.parse(names.OS_RELEASE, parse_os_release, None),
@@ -175,4 +185,5 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
         uptime_s=c.parse(names.PROC_UPTIME, _uptime, None),
         upgrade=upgrade,
         arch=_arch(raw),
+        infiniband=infiniband,
     )

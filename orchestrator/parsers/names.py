@@ -40,6 +40,7 @@ NVIDIA_CTK_VERSION = "nvidia-ctk-version.txt"
 GPUSIM = "gpusim.txt"
 PROC_UPTIME = "proc-uptime.txt"
 UPGRADE_STATE = "gpuprov-upgrade.txt"  # roles/driver_upgrade's state file (JSON)
+INFINIBAND_VPD = "infiniband-vpd.txt"  # SW_MNG marks of /sys/class/infiniband/*/device/vpd
 
 # Files the probe writes (nccl-tests, torch and measure-* come from validation, not detection).
 PROBE_FILES: tuple[str, ...] = (
@@ -74,5 +75,6 @@ PROBE_FILES: tuple[str, ...] = (
     DOCKER_DAEMON_JSON,
     CDI_SPECS,
     NVIDIA_CTK_VERSION,
+    INFINIBAND_VPD,
     GPUSIM,
 )

@@ -99,6 +99,7 @@ class Profile:
     switch_bus_ids: tuple[str, ...]
     fabric_managed_by_hypervisor: bool
     kernel_release: str | None
+    nvlink5_ports: tuple[str, ...] = ()  # NVLink5 management ports (InfiniBand, SW_MNG)
 
     @property
     def has_nvswitch(self) -> bool:
@@ -254,4 +255,5 @@ def load_profile(path: Path) -> Profile:
         switch_bus_ids=tuple(str(b) for b in _list(data.get("nvswitch_bus_ids", []), where)),
         fabric_managed_by_hypervisor=bool(data.get("fabric_managed_by_hypervisor", False)),
         kernel_release=str(kernel) if kernel is not None else None,
+        nvlink5_ports=tuple(str(p) for p in _list(data.get("nvlink5_ports", []), where)),
     )

@@ -220,5 +220,12 @@ class SimHost:
         if (self.root / "usr/local/bin/nvidia-smi").is_symlink():
             for name, argv in SMI_CAPTURES.items():
                 raw[name] = self.smi(*argv).captured
+        infiniband = self.root / "sys/class/infiniband"
+        if infiniband.is_dir():  # as probe.sh's infiniband_vpd does
+            marks = "".join(
+                f"{vpd.parent.parent.name} {'SW_MNG' if b'SW_MNG' in vpd.read_bytes() else '-'}\n"
+                for vpd in sorted(infiniband.glob("*/device/vpd"))
+            )
+            raw["infiniband-vpd.txt"] = marks + "# exit=0\n"
         raw["gpusim.txt"] = (self.root / "etc/gpusim/profile.yaml").read_text() + "# exit=0\n"
         return raw

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from gpusim import boot as boot_mod
 from gpusim import driver as drv
-from gpusim import faults, jobs, kernel, kmod
+from gpusim import faults, jobs, kernel, kmod, nvlink5
 from gpusim.paths import Paths
 from gpusim.runtime import host_session
 from gpusim.state import FAULTS
@@ -33,6 +33,8 @@ def modprobe(argv: Sequence[str]) -> int:
     remove = any(a in ("-r", "--remove") for a in argv)
     quiet = any(a in ("-q", "--quiet") for a in argv)
     names = [a for a in argv if not a.startswith("-") and "=" not in a]
+    if names and all(nvlink5.canonical(n) for n in names):
+        return _modprobe_nvlink5(names, remove)
     ours = [kmod.canonical(n) for n in names]
     if not names or any(o is None for o in ours):
         return _exec_real(REAL_MODPROBE, argv)
@@ -54,6 +56,19 @@ def modprobe(argv: Sequence[str]) -> int:
             return exc.code
         kmod.render(host)
     return 0
+
+
+def _modprobe_nvlink5(names: Sequence[str], remove: bool) -> int:
+    """mlx5_core / ib_umad: simulated on NVLink5 profiles, the real modprobe elsewhere."""
+    with host_session(Paths.from_env()) as host:
+        simulated = nvlink5.enabled(host)
+        for name in names if simulated else []:
+            module = nvlink5.canonical(name)
+            assert module is not None
+            (nvlink5.unload if remove else nvlink5.load)(host, module)
+        if simulated:
+            kmod.render(host)
+    return 0 if simulated else _exec_real(REAL_MODPROBE, [*(["-r"] if remove else []), *names])
 
 
 def rmmod(argv: Sequence[str]) -> int:

@@ -93,6 +93,13 @@ def fabric_state(profile: Profile, state: State, paths: Paths) -> tuple[str, str
         return "Not Started", "N/A"
     if profile.has_nvswitch and not fabricmanager_active(paths):
         return "Not Started", "N/A"
+    if profile.nvlink5_ports:
+        # NVLink5: the fabric manager's start script brings up the NVLink subnet manager, and
+        # its precheck wants mlx5_core and ib_umad loaded (gpusim/nvlink5.py).
+        ready = all(m in state.loaded_modules for m in ("mlx5_core", "ib_umad"))
+        if not (ready and fabricmanager_active(paths)):
+            return "Not Started", "N/A"
+        return "Completed", "Success"
     if not profile.has_nvswitch and not profile.fabric_managed_by_hypervisor:
         return "N/A", "N/A"
     return "Completed", "Success"
