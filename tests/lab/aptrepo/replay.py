@@ -177,7 +177,7 @@ def simulate(
             "preferences": pins.encode(),
             "install": " ".join(shlex.quote(i) for i in install).encode(),
             "options": " ".join(options).encode(),
-        "names": "".join(f"{name}\n" for name in sorted({n for n, _ in known})).encode(),
+            "names": "".join(f"{name}\n" for name in sorted({n for n, _ in known})).encode(),
         }
     )
     done = runner(SCRIPT, _tar(members))
