@@ -363,6 +363,10 @@ def render_detect(
             )
         )
     emit_table(console, "provision detect", headers, rows)
+    console.print(
+        f"{len(rows)} hosts: {len(rows) - len(errors)} detected, {len(errors)} unreachable",
+        highlight=False,
+    )
 
 
 def _plan_cell(plan: HostPlan | None) -> str:
