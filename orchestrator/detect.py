@@ -364,20 +364,25 @@ def detect_hosts(
         )
         bar.start()
         task = bar.add_task("detecting", total=len(hosts))
+    pool = ThreadPoolExecutor(max_workers=max(1, min(parallel, len(hosts))))
+    finished = False
     try:
-        with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(hosts)))) as pool:
-            futures = [
-                pool.submit(detect_host, h, connect_timeout=connect_timeout, timeout=timeout)
-                for h in hosts
-            ]
-            for future in as_completed(futures):
-                result = future.result()
-                done[result.host] = result
-                if bar is not None:
-                    bar.update(task, advance=1, description=f"detecting ({result.host})")
-                if on_host is not None:
-                    on_host(result)
+        futures = [
+            pool.submit(detect_host, h, connect_timeout=connect_timeout, timeout=timeout)
+            for h in hosts
+        ]
+        for future in as_completed(futures):
+            result = future.result()
+            done[result.host] = result
+            if bar is not None:
+                bar.update(task, advance=1, description=f"detecting ({result.host})")
+            if on_host is not None:
+                on_host(result)
+        finished = True
     finally:
+        # Ctrl-C: do not wait for the probes still running (up to the probe timeout); they
+        # only read, and the process is about to exit
+        pool.shutdown(wait=finished, cancel_futures=not finished)
         if bar is not None:
             bar.stop()
     return DetectResult(tuple(done[h.name] for h in hosts), time.monotonic() - start)

@@ -281,10 +281,30 @@ def emit_table(
                 console.print(f"  {escape(h)}: {cell}", highlight=False, soft_wrap=True)
 
 
-def render_plans(console: Console, plans: Mapping[str, HostPlan]) -> None:
-    """`provision plan`: one table per host (roles, reasons), then warnings and blockers."""
+def _names(hosts: Sequence[str]) -> str:
+    shown = ", ".join(hosts[:3])
+    return shown + (f", ... ({len(hosts) - 3} more)" if len(hosts) > 3 else "")
+
+
+def render_plans(console: Console, plans: Mapping[str, HostPlan], *, full: bool = False) -> None:
+    """`provision plan`: one table per host (roles, reasons), then warnings and blockers; for
+    more than LARGE_FLEET hosts (unless `full`), hosts with the same plan share a table. A
+    summary line closes it."""
+    groups: dict[tuple[object, ...], list[str]] = {}
     for host, plan in sorted(plans.items()):
-        title = f"{host}: {plan.gpu_summary}"
+        key: tuple[object, ...] = (host,)
+        if len(plans) > LARGE_FLEET and not full:
+            roles = tuple(
+                (r.name, r.change, r.reason, json.dumps(dict(r.vars), sort_keys=True, default=str))
+                for r in plan.roles
+            )
+            key = (plan.gpu_summary, plan.nvswitches, plan.arch, plan.repository, roles)
+            key += (plan.warnings, plan.blockers)
+        groups.setdefault(key, []).append(host)
+    for hosts in groups.values():
+        plan = plans[hosts[0]]
+        title = f"{hosts[0]}: " if len(hosts) == 1 else f"{len(hosts)} hosts ({_names(hosts)}): "
+        title += plan.gpu_summary
         if plan.nvswitches:
             title += f", {plan.nvswitches} NVSwitch"
         if plan.arch:
@@ -304,6 +324,13 @@ def render_plans(console: Console, plans: Mapping[str, HostPlan]) -> None:
             console.print(f"  [yellow]warning[/]: {escape(w)}", highlight=False)
         for b in plan.blockers:
             console.print(f"  [red]blocked[/]: {escape(b)}", highlight=False)
+    blocked = sum(1 for p in plans.values() if p.blocked)
+    changing = sum(1 for p in plans.values() if not p.blocked and any(r.change for r in p.roles))
+    console.print(
+        f"{len(plans)} hosts: {len(plans) - blocked} planned, {blocked} blocked; "
+        f"{changing} to change",
+        highlight=False,
+    )
 
 
 def render_detect(
@@ -343,6 +370,10 @@ def render_detect(
             )
         )
     emit_table(console, "provision detect", headers, rows)
+    console.print(
+        f"{len(rows)} hosts: {len(rows) - len(errors)} detected, {len(errors)} unreachable",
+        highlight=False,
+    )
 
 
 def _plan_cell(plan: HostPlan | None) -> str:
@@ -444,8 +475,7 @@ def _fleet_rows(hosts: Sequence[HostReport]) -> list[tuple[str, ...]]:
         else:
             rows.append(row)
     for cells, names in groups.items():
-        shown = ", ".join(names[:3]) + (f", ... ({len(names) - 3} more)" if len(names) > 3 else "")
-        rows.append((escape(f"{len(names)} hosts: {shown}"), *cells))
+        rows.append((escape(f"{len(names)} hosts: {_names(names)}"), *cells))
     return rows
 
 

@@ -319,3 +319,30 @@ def test_changed_host_key_shows_the_offered_fingerprint(tmp_path: Path, sshd: Ss
     known = _known_hosts(tmp_path / "known_hosts", sshd.port, paramiko.ECDSAKey.generate())
     result = detect_hosts(load_inventory(_inventory(tmp_path, sshd, known)), progress=False)
     assert "offered ecdsa-sha2-nistp256 SHA256:" in result.failed["node-1"].message
+
+
+def test_ctrl_c_during_detection_does_not_wait_for_hung_probes(tmp_path: Path) -> None:
+    import time
+
+    listener, silent = _listener("silent")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    refused = closed.getsockname()[1]
+    closed.close()
+    inv = tmp_path / "two.ini"
+    inv.write_text(
+        "[gpu_nodes]\n"
+        f"hung ansible_host=127.0.0.1 ansible_port={silent} ansible_user=root\n"
+        f"gone ansible_host=127.0.0.1 ansible_port={refused} ansible_user=root\n"
+    )
+
+    def interrupt(result: object) -> None:
+        raise KeyboardInterrupt  # as Ctrl-C lands in the main thread
+
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            detect_hosts(load_inventory(inv), progress=False, connect_timeout=6, on_host=interrupt)
+    finally:
+        listener.close()
+    assert time.monotonic() - start < 4  # not the 6 s the silent port holds the probe

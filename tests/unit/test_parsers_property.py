@@ -121,7 +121,13 @@ def test_every_parser_is_listed() -> None:
     assert found <= set(PARSERS), f"not in the property test: {sorted(found - set(PARSERS))}"
 
 
-_FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# No example database: no .hypothesis/ directory in the checkout, each run draws afresh.
+_FAST = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    database=None,
+)
 
 
 @pytest.mark.parametrize("name", sorted(PARSERS))

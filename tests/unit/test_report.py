@@ -183,6 +183,7 @@ def test_detect_table() -> None:
     assert "2x H200 SXM 141GB (simulated)" in text
     assert "580.159.04 open" in text and "Ubuntu 24.04.3 LTS" in text
     assert "unreachable" in text and "connection refused" in text
+    assert text.splitlines()[-1] == "2 hosts: 1 detected, 1 unreachable"
 
 
 def test_a_host_the_stopped_rollout_never_reached_is_not_touched() -> None:

@@ -104,3 +104,19 @@ def test_the_json_report_records_each_stage_and_role_per_host() -> None:
     assert set(timings["stages"]) == {"plan", "apply"}
     assert timings["stages"]["plan"]["seconds"] >= 0
     timing.reset()
+
+
+def test_plan_of_1000_hosts_groups_identical_plans_and_closes_with_a_summary() -> None:
+    blocked = dataclasses.replace(PLAN, blockers=("no GPU on the PCI bus; fix: ...",))
+    plans = {f"node-{i:04d}": (blocked if i < 3 else PLAN) for i in range(1000)}
+    buf = io.StringIO()
+    rep.render_plans(Console(file=buf, width=160, color_system=None), plans)
+    lines = buf.getvalue().splitlines()
+    assert len(lines) < 40, len(lines)
+    assert "997 hosts (node-0003, node-0004, node-0005, ... (994 more)): 2x H200" in lines[
+        0
+    ] + "".join(lines)
+    assert lines[-1] == "1000 hosts: 997 planned, 3 blocked; 997 to change"
+    small = io.StringIO()
+    rep.render_plans(Console(file=small, width=160, color_system=None), {"h200": PLAN})
+    assert small.getvalue().splitlines()[0].startswith("h200: 2x H200 SXM 141GB")
