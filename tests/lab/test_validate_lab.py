@@ -133,23 +133,46 @@ def _validation_containers() -> list[str]:
     return out.stdout.split()
 
 
-def test_on_a_real_engine_a_timed_out_container_is_removed(payload_image: str) -> None:
-    """timeout(1) kills the docker client after 1 s, before the container could finish: the
-    staging script's trap must remove the container on this real engine."""
+@pytest.fixture(scope="module")
+def hanging_image(payload_image: str) -> Iterator[str]:
+    """A test double of a hung payload: the lab image with a `python3` first on PATH that only
+    sleeps (a GPU check that never returns), so the container outlives its timeout for sure."""
+    dockerfile = (
+        f"FROM {payload_image}\n"
+        "RUN printf '#!/bin/sh\\n# test double: a payload that hangs\\nexec sleep 600\\n' "
+        "> /usr/local/bin/python3 && chmod 0755 /usr/local/bin/python3\n"
+    )
+    tag = payload_image + "-hangs"
+    build = subprocess.run(
+        ["docker", "build", "-q", "-t", tag, "-"],
+        input=dockerfile,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert build.returncode == 0, build.stderr
+    yield tag
+    subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, check=False)
+
+
+def test_on_a_real_engine_a_timed_out_container_is_removed(hanging_image: str) -> None:
+    """timeout(1) kills the docker client after 2 s while the container hangs: the staging
+    script's trap must remove the container on this real engine."""
     results = runner.run_payload(
         SubprocessExecutor(),
         h200_target(),
         CATALOG,
         host="control",
         runtime="docker",
-        image=payload_image,
+        image=hanging_image,
         devices="none",
-        timeout_s=1,
+        timeout_s=2,
         ulimits=(),
         token="labtimeout",
     )
     assert [r.name for r in results][-1] == "gpu_payload"
-    assert "did not finish within the timeout of 1 s" in results[-1].diagnosis
+    assert "did not finish within the timeout of 2 s" in results[-1].diagnosis
     assert "gpuprov-validate-labtimeout" not in _validation_containers()
 
 
