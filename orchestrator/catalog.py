@@ -66,6 +66,9 @@ class MigProfile:
     placements: tuple[int, ...] | None = None
 
 
+FIGURE_ORIGINS = ("measured", "sourced")
+
+
 @dataclass(frozen=True)
 class ValidationFigure:
     """An expected figure for one check on one SKU; `limit` is what a check compares to."""
@@ -77,6 +80,8 @@ class ValidationFigure:
     healthy: float | None = None  # a healthy figure; the floor is a fraction of it
     gpus: int | None = None  # for collective checks: the GPU count the figure is for
     message_bytes: int | None = None
+    origin: str = "sourced"  # "measured" (on the machine `source` names) or "sourced" (public)
+    date: str = ""  # YYYY-MM-DD: when measured, or the source's date
 
     def limit(self, floor_fraction: float) -> float:
         if self.floor is not None:
@@ -191,6 +196,7 @@ class Catalog:
                     f"for {arch} ({bounds.source.split(' (')[0]})"
                 )
         return None
+
     os_release_keys: Mapping[str, ReleaseKey] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -384,9 +390,13 @@ def _validation_figure(data: object, where: str) -> ValidationFigure:
         healthy=e.number("healthy", optional=True),
         gpus=e.integer("gpus", optional=True),
         message_bytes=e.integer("message_bytes", optional=True),
+        origin=e.choice("origin", FIGURE_ORIGINS),
+        date=e.req_str("date"),
     )
     if figure.floor is None and figure.healthy is None:
         raise e._bad("floor", "set (or `healthy` set)")
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", figure.date):
+        raise e._bad("date", 'a quoted "YYYY-MM-DD"')
     return figure
 
 

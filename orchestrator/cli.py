@@ -53,6 +53,9 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
     parser.add_argument("--report", default=d(None), metavar="PATH", help="write the JSON report")
     parser.add_argument(
+        "--junit", default=d(None), metavar="PATH", help="write JUnit XML: a testcase per check"
+    )
+    parser.add_argument(
         "--serial", default=d(None), help="rolling batch size: a count or a percentage (25%%)"
     )
     parser.add_argument(
@@ -173,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
                 choices=("docker", "host"),
                 default=None,
                 help="run GPU checks in a container (default where Docker runs) or on the host",
+            )
+            p.add_argument(
+                "--image", default=None, help="container image for --runtime docker (a PyTorch one)"
             )
 
     p = sub.add_parser(

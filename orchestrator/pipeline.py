@@ -120,7 +120,14 @@ def _executor(fleet: Fleet, host: str) -> Any:
 
 
 def _validate_host(
-    fleet: Fleet, host: str, facts: HostFacts, raw: RawFacts, policy: Policy, runtime: str | None
+    fleet: Fleet,
+    host: str,
+    facts: HostFacts,
+    raw: RawFacts,
+    policy: Policy,
+    runtime: str | None,
+    progress: Any = None,
+    image: str | None = None,
 ) -> rep.StageResult:
     """orchestrator.validate (GPU, NCCL and host health checks) for one host."""
     try:
@@ -136,6 +143,8 @@ def _validate_host(
         policy=policy,
         execute=_executor(fleet, host),
         runtime=runtime,
+        image=image,
+        progress=progress,
     )
     return rep.StageResult("done", tuple(checks))
 
@@ -190,6 +199,10 @@ def _verify_hosts(
 
 def _console(args: argparse.Namespace) -> Console:
     # Tables go to stderr when stdout carries JSON.
+    if getattr(args, "junit", None):  # bad input before any work
+        from orchestrator.validate.junit import check_path
+
+        check_path(args.junit)
     return Console(stderr=bool(getattr(args, "json", False)), highlight=False)
 
 
@@ -224,6 +237,10 @@ def _finish(args: argparse.Namespace, console: Console, report: rep.RunReport) -
     report = replace(report, started=started, finished=dt.datetime.now(dt.UTC))
     rep.render_report(console, report)
     _write_report(args, report)
+    if getattr(args, "junit", None):
+        from orchestrator.validate.junit import write_junit
+
+        write_junit(args.junit, report)
     if getattr(args, "json", False):
         print(json.dumps(rep.report_document(report), indent=2))
     return report.exit_code
@@ -384,16 +401,49 @@ def _validation(
     policies: Mapping[str, Policy],
     args: argparse.Namespace,
 ) -> dict[str, rep.StageResult]:
+    """Every host at once (each one's GPUs are its own), with a line per host as it goes."""
+    from concurrent.futures import ThreadPoolExecutor
+
     out: dict[str, rep.StageResult] = {}
     runtime = getattr(args, "runtime", None)
+    console = _console(args)
+    todo = []
     for h in hosts:
         if h not in detected.facts or plans[h].blocked:
             out[h] = rep.StageResult("not_run", note="host not reachable or blocked")
-            continue
-        raw = dict(detected.raw[h])
-        with timing.stage("validate", [h]):
-            out[h] = _validate_host(fleet, h, detected.facts[h], raw, policies[h], runtime)
-    return out
+        else:
+            todo.append(h)
+
+    def one(h: str) -> rep.StageResult:
+        def say(msg: str) -> None:
+            console.print(f"validate {escape(h)}: {escape(msg)}")
+
+        try:
+            with timing.stage("validate", [h]):
+                return _validate_host(
+                    fleet,
+                    h,
+                    detected.facts[h],
+                    dict(detected.raw[h]),
+                    policies[h],
+                    runtime,
+                    say,
+                    getattr(args, "image", None),
+                )
+        except OSError as exc:  # the connection itself (ssh missing, ...): this host only
+            return rep.StageResult("error", note=str(exc))
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(todo), 32))) as pool:
+        futures = [pool.submit(one, h) for h in todo]
+        try:
+            for h, future in zip(todo, futures, strict=True):
+                out[h] = future.result()
+        except KeyboardInterrupt:  # only this thread hears Ctrl-C: stop every host's run
+            from orchestrator.validate.runner import interrupt_running
+
+            interrupt_running()
+            raise
+    return {h: out[h] for h in hosts}
 
 
 def run_validate(args: argparse.Namespace) -> int:

@@ -353,7 +353,9 @@ def _driver_role(
             choice = _DriverChoice(policy.driver_branch, policy.driver_version, "pinned branch")
         elif policy.driver_version:  # the version names its branch
             version_branch = branch_of(policy.driver_version)
-            _check_pinned_branch(facts.host, version_branch, policy.driver_version, models, notes)
+            _check_pinned_branch(
+                facts.host, version_branch, policy.driver_version, models, notes, catalog
+            )
             choice = _DriverChoice(version_branch, policy.driver_version, "pinned version")
         else:
             choice = _default_branch(models, catalog, notes)
@@ -472,6 +474,8 @@ def cuda_repository(facts: HostFacts, policy: Policy, catalog: Catalog) -> str:
     if policy.driver_source != "cuda" or source is None or not source.cuda_repo:
         return ""
     return f"{source.cuda_repo}/{CUDA_ARCH_DIRS.get(facts.arch, 'x86_64')}"
+
+
 def _os_name(facts: HostFacts) -> str:
     """ "Ubuntu 20.04.6 LTS (ubuntu 20.04)": what os-release calls it, and its id/version."""
     if facts.os is None:

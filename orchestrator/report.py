@@ -315,7 +315,10 @@ def render_plans(console: Console, plans: Mapping[str, HostPlan], *, full: bool 
             (
                 role.name,
                 "yes" if role.change else "no",
-                escape(role.reason + (f"\npackages: {role.packages_line}" if role.packages_line else "")),
+                escape(
+                    role.reason
+                    + (f"\npackages: {role.packages_line}" if role.packages_line else "")
+                ),
             )
             for role in plan.roles
         ]

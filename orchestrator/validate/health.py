@@ -43,6 +43,11 @@ class HealthLimits:
     clock_event_warn_bits: Mapping[int, str]
     validation_image: str  # default image for --runtime docker
     payload_timeout_s: int
+    payload_deadline_margin_s: int = 45
+    image_pull_timeout_s: int = 900
+    ecc_sram_correctable_max: int = 10000
+    ecc_dram_max: int = 20000000
+    row_remap_uncorrectable_max: int = 512
 
 
 @cache
@@ -58,6 +63,11 @@ def load_limits(path: Path = LIMITS_PATH) -> HealthLimits:
             },
             validation_image=str(data["validation_image"]),
             payload_timeout_s=int(data["payload_timeout_s"]),
+            payload_deadline_margin_s=int(data["payload_deadline_margin_s"]),
+            image_pull_timeout_s=int(data["image_pull_timeout_s"]),
+            ecc_sram_correctable_max=int(data["ecc_sram_correctable_max"]),
+            ecc_dram_max=int(data["ecc_dram_max"]),
+            row_remap_uncorrectable_max=int(data["row_remap_uncorrectable_max"]),
         )
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CatalogError(
@@ -252,6 +262,25 @@ def check_fabric(h: HealthInput) -> list[CheckResult]:
             ]
         return [CheckResult("fabric_state", "skip", None, None, "", "no NVSwitch fabric")]
     bad = [(g, s) for g, s in reported if s != "Completed"]
+    erred = [
+        g
+        for g, s in reported
+        if s == "Completed" and g.fabric_status not in (None, "N/A", "Success")
+    ]
+    if not bad and erred:
+        which = ", ".join(f"{_gpu_label(g)}: {g.fabric_status}" for g in erred)
+        return [
+            CheckResult(
+                "fabric_state",
+                "fail",
+                f"Completed, {erred[0].fabric_status}",
+                "Completed, Success",
+                "",
+                f"{h.host}: fabric registration completed with an error ({which}): the GPU "
+                "is not usable over NVLink; restart nvidia-fabricmanager, check journalctl -u "
+                "nvidia-fabricmanager, and reset the GPU or reboot if the status stays",
+            )
+        ]
     if not bad:
         return [CheckResult("fabric_state", "pass", "Completed", "Completed", "")]
     which = ", ".join(f"{_gpu_label(g)}: {s}" for g, s in bad)
@@ -361,41 +390,78 @@ def check_ecc(h: HealthInput) -> list[CheckResult]:
                     gpu=g.index,
                 )
             )
-        q = _q_for(h, g)
-        sram = q.ecc_volatile.sram_uncorrectable if q else None
-        dram = q.ecc_volatile.dram_uncorrectable if q else None
-        total = g.ecc_uncorrected_volatile
-        if sram:
-            out.append(
-                CheckResult(
-                    "ecc_uncorrectable",
-                    "fail",
-                    sram,
-                    0,
-                    "SRAM errors",
-                    f"{h.host}: {sram} uncorrectable SRAM ECC errors on {_gpu_label(g)}; "
-                    "drain the host, reset the GPU; if they recur, RMA the GPU",
-                    gpu=g.index,
-                )
-            )
-        elif dram or total:
-            count = dram or total
-            out.append(
-                CheckResult(
-                    "ecc_uncorrectable",
-                    "warn",
-                    count,
-                    0,
-                    "DRAM errors",
-                    f"{h.host}: {count} uncorrectable memory errors on {_gpu_label(g)} since "
-                    "the driver loaded; a row remap handles them after a GPU reset (see "
-                    "row_remap)",
-                    gpu=g.index,
-                )
-            )
-        else:
-            out.append(CheckResult("ecc_uncorrectable", "pass", 0, 0, "errors", gpu=g.index))
+        out.append(_ecc_counts(h, g))
     return out
+
+
+def _ecc_counts(h: HealthInput, g: SmiGpu) -> CheckResult:
+    """aznhc's thresholds (limits.yaml): any SRAM uncorrectable, volatile or aggregate, fails;
+    SRAM correctable above its limit fails; any DRAM counter above its limit fails; DRAM
+    uncorrectable below it warns (a row remap handles it after a reset)."""
+    lim = h.limits
+    q = _q_for(h, g)
+    vol = q.ecc_volatile if q else None
+    agg = q.ecc_aggregate if q else None
+
+    def worst(*values: int | None) -> int:
+        return max((v for v in values if v is not None), default=0)
+
+    def both(field: str) -> int:
+        return worst(*(getattr(scope, field) for scope in (vol, agg) if scope is not None))
+
+    sram_unc = both("sram_uncorrectable")
+    sram_cor = both("sram_correctable")
+    dram = max(both("dram_correctable"), both("dram_uncorrectable"))
+    dram_unc = worst(vol.dram_uncorrectable if vol else None, g.ecc_uncorrected_volatile)
+    label = _gpu_label(g)
+    if sram_unc:
+        return CheckResult(
+            "ecc_uncorrectable",
+            "fail",
+            sram_unc,
+            0,
+            "SRAM errors",
+            f"{h.host}: {sram_unc} uncorrectable SRAM ECC errors on {label} (volatile or "
+            "aggregate, i.e. also before the last driver load); drain the host, reset the "
+            "GPU; if they recur, RMA the GPU",
+            gpu=g.index,
+        )
+    if sram_cor > lim.ecc_sram_correctable_max:
+        return CheckResult(
+            "ecc_uncorrectable",
+            "fail",
+            sram_cor,
+            lim.ecc_sram_correctable_max,
+            "SRAM correctable",
+            f"{h.host}: {sram_cor} correctable SRAM ECC errors on {label}, above "
+            f"{lim.ecc_sram_correctable_max}: the SRAM is failing; drain the host and RMA "
+            "the GPU",
+            gpu=g.index,
+        )
+    if dram > lim.ecc_dram_max:
+        return CheckResult(
+            "ecc_uncorrectable",
+            "fail",
+            dram,
+            lim.ecc_dram_max,
+            "DRAM errors",
+            f"{h.host}: {dram} DRAM ECC errors on {label}, above {lim.ecc_dram_max}: the HBM "
+            "is failing; drain the host and RMA the GPU",
+            gpu=g.index,
+        )
+    if dram_unc:
+        return CheckResult(
+            "ecc_uncorrectable",
+            "warn",
+            dram_unc,
+            0,
+            "DRAM errors",
+            f"{h.host}: {dram_unc} uncorrectable memory errors on {label} since "
+            "the driver loaded; a row remap handles them after a GPU reset (see "
+            "row_remap)",
+            gpu=g.index,
+        )
+    return CheckResult("ecc_uncorrectable", "pass", 0, 0, "errors", gpu=g.index)
 
 
 def check_row_remap(h: HealthInput) -> list[CheckResult]:
@@ -406,7 +472,22 @@ def check_row_remap(h: HealthInput) -> list[CheckResult]:
         q = _q_for(h, g)
         pending = (q.row_remap.pending if q else None) or g.remapped_rows_pending == "Yes"
         failure = (q.row_remap.failure if q else None) or g.remapped_rows_failure == "Yes"
-        if failure:
+        remapped = (q.row_remap.uncorrectable if q else None) or 0
+        if not failure and remapped > h.limits.row_remap_uncorrectable_max:
+            out.append(
+                CheckResult(
+                    "row_remap",
+                    "fail",
+                    remapped,
+                    h.limits.row_remap_uncorrectable_max,
+                    "rows remapped (uncorrectable)",
+                    f"{h.host}: {remapped} rows remapped for uncorrectable errors on "
+                    f"{_gpu_label(g)}, above {h.limits.row_remap_uncorrectable_max}: the HBM "
+                    "is failing; drain the host and RMA the GPU",
+                    gpu=g.index,
+                )
+            )
+        elif failure:
             out.append(
                 CheckResult(
                     "row_remap",
@@ -596,6 +677,26 @@ CHECKS: tuple[HealthCheck, ...] = (
     check_persistence,
     check_clocks,
     check_driver_coherence,
+)
+
+
+# The names the health checks report under (the JUnit suite "health").
+CHECK_NAMES = frozenset(
+    {
+        "gpu_count",
+        "nvlink_active",
+        "nvlink_errors",
+        "fabric_state",
+        "fabric_manager",
+        "xid_errors",
+        "ecc_mode",
+        "ecc_uncorrectable",
+        "row_remap",
+        "pcie_link",
+        "persistence",
+        "clock_events",
+        "driver_coherence",
+    }
 )
 
 

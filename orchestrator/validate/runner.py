@@ -10,10 +10,12 @@ checks that need CUDA are skipped with "simulated GPU", never passed.
 from __future__ import annotations
 
 import json
+import secrets
 import shlex
 import subprocess
-from collections.abc import Mapping
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -24,14 +26,16 @@ from orchestrator.parsers._text import ParseError
 from orchestrator.parsers.nccl_tests import parse_nccl_tests
 from orchestrator.parsers.nvlink import parse_nvlink_status
 from orchestrator.parsers.smi_list import parse_smi_list
+from orchestrator.parsers.topo import parse_topo
 from orchestrator.policy import Policy
-from orchestrator.validate import container, nccl
+from orchestrator.validate import container, nccl, p2p
 from orchestrator.validate.health import HealthLimits, health_input, load_limits, run_health
 from orchestrator.validate.result import SIMULATED, CheckResult, skipped
 
 PAYLOAD = Path(__file__).with_name("payload") / "gpucheck.py"
 MARKER = "@@gpuprov-gpucheck@@"
 Runtime = Literal["docker", "host"]
+P2P = "p2p_bandwidth"  # the catalog figure for per-pair peer copies
 
 # The checks the payload makes (all need CUDA): named here so that a host where the payload
 # cannot run still lists each of them, as skipped, in the report.
@@ -48,7 +52,9 @@ CUDA_CHECKS: tuple[tuple[str, str], ...] = (
     ("gemm_bf16_correct", "rel. error"),
     ("fp8", ""),
     ("copy_d2d", "GB/s"),
+    ("numa_binding", ""),
     ("copy_h2d", "GB/s"),
+    ("p2p_copy", "GB/s"),
     ("nccl_allreduce", "GB/s"),
 )
 # catalog validation figure -> (payload floor key, factor from the catalog's unit)
@@ -56,6 +62,9 @@ _FLOORS: Mapping[str, tuple[str, Mapping[str, float]]] = {
     "bf16_gemm": ("gemm_bf16_tflops", {"TFLOP/s": 1.0}),
     "fp8_gemm": ("gemm_fp8_tflops", {"TFLOP/s": 1.0}),
     "d2d_copy_bandwidth": ("d2d_gbs", {"TB/s": 1000.0, "GB/s": 1.0}),
+    # DCGM's memory-bandwidth floor, where no device-copy figure of our own exists (a looser
+    # floor: it catches a badly degraded HBM, not a 10 % loss)
+    "hbm_bandwidth": ("d2d_gbs", {"TB/s": 1000.0, "GB/s": 1.0}),
     "h2d_bandwidth": ("h2d_gbs", {"GB/s": 1.0}),
 }
 
@@ -81,18 +90,55 @@ class SubprocessExecutor:
     argv: tuple[str, ...] = ()
 
     def __call__(self, script: str, *, timeout: float) -> CommandOutput:
+        # sh -s traps TERM/INT and removes a running validation container; so on a timeout or
+        # Ctrl-C it gets SIGTERM and a moment to clean up before SIGKILL.
+        proc = subprocess.Popen(
+            [*self.argv, "sh", "-s"],  # ssh joins these into one remote command line
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        with _LIVE_LOCK:
+            _LIVE.add(proc)
         try:
-            proc = subprocess.run(
-                [*self.argv, "sh", "-s"],  # ssh joins these into one remote command line
-                input=script,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            return CommandOutput(124, _text(exc.stdout), _text(exc.stderr) + "\n(timed out)")
-        return CommandOutput(proc.returncode, proc.stdout, proc.stderr)
+            out, err = proc.communicate(script, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            out, err = _wind_down(proc)
+            return CommandOutput(124, out, err + "\n(timed out)")
+        except KeyboardInterrupt:
+            _wind_down(proc)
+            raise
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
+        return CommandOutput(proc.returncode, out, err)
+
+
+# Validations run in worker threads (one per host); Ctrl-C reaches only the main thread, which
+# calls interrupt_running(): every running script gets SIGTERM (its trap removes the container)
+# and each run_payload then removes its container once more through a new connection.
+_LIVE: set[subprocess.Popen[str]] = set()
+_LIVE_LOCK = threading.Lock()
+INTERRUPTED = threading.Event()
+
+
+def interrupt_running() -> None:
+    INTERRUPTED.set()
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for proc in procs:
+        proc.terminate()
+
+
+def _wind_down(proc: subprocess.Popen[str], grace_s: float = 15.0) -> tuple[str, str]:
+    proc.terminate()
+    try:
+        out, err = proc.communicate(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return _text(out), _text(err)
 
 
 def _text(data: str | bytes | None) -> str:
@@ -109,6 +155,8 @@ class Target:
     ranks: int
     spec: Mapping[str, Any]
     figures: tuple[ValidationFigure, ...]  # the all-reduce figures that apply
+    nvlinks: Mapping[tuple[int, int], int] = field(default_factory=dict)  # topo -m NV# pairs
+    p2p_floor: ValidationFigure | None = None
 
 
 def gpu_model(facts: HostFacts, catalog: Catalog) -> GpuModel | None:
@@ -129,16 +177,19 @@ def payload_target(
     nvls: bool = False,
     nccl_tests: bool = False,
     timeout_s: int = 300,
+    deadline_margin_s: int = 45,
 ) -> Target:
     model = gpu_model(facts, catalog)
     expected = policy.validation_expected_gpus or len(facts.gpus) or len(facts.smi_gpus)
     mig = _mig_devices(raw)
+    topo = raw.get(names.SMI_TOPO)
     figures = nccl.floor_figures(model, expected, nvls)
     floors: dict[str, float] = {}
-    for fig in model.validation if model else ():
+    ordered = sorted(model.validation if model else (), key=lambda f: f.check == "hbm_bandwidth")
+    for fig in ordered:
         if fig.check in _FLOORS:
             key, units = _FLOORS[fig.check]
-            if fig.unit in units:
+            if fig.unit in units and key not in floors:
                 floors[key] = round(
                     fig.limit(catalog.validation_floor_fraction) * units[fig.unit], 3
                 )
@@ -160,9 +211,31 @@ def payload_target(
             "iters": 20,
             "warmup": 5,
         },
+        "p2p": {"enabled": expected > 1 and not mig, "bytes": 256 << 20, "iters": 5},
+        "numa": numa_affinity(topo),
         "timeout_s": timeout_s,
+        # The payload's own deadline ends well before the outer kill, so that a hang is
+        # reported by the payload (every finished check, the stuck GPU and phase), not lost.
+        "deadline_s": max(30, timeout_s - deadline_margin_s),
     }
-    return Target(model, expected, spec, figures)
+    p2p_floor = next((f for f in (model.validation if model else ()) if f.check == P2P), None)
+    return Target(model, expected, spec, figures, p2p.nvlink_pairs(topo), p2p_floor)
+
+
+def numa_affinity(topo_text: str | None) -> dict[str, dict[str, str | None]]:
+    """GPU index -> its CPUs and NUMA node, from `nvidia-smi topo -m` (what each payload worker
+    pins itself to before the host-to-device copies)."""
+    if not topo_text:
+        return {}
+    try:
+        topo = parse_topo(topo_text)
+    except ParseError:
+        return {}
+    return {
+        gpu[3:]: {"cpus": topo.cpu_affinity.get(gpu), "node": topo.numa_affinity.get(gpu)}
+        for gpu in topo.gpus
+        if topo.cpu_affinity.get(gpu)
+    }
 
 
 def _mig_devices(raw: Mapping[str, str]) -> list[str]:
@@ -228,6 +301,8 @@ def docker_command(
     devices: container.DeviceMode,
     timeout_s: int,
     ulimits: tuple[str, ...] = container.DEFAULT_ULIMITS,
+    *,
+    name: str = "",
 ) -> str:
     spec = container.ContainerSpec(
         image=image,
@@ -236,8 +311,11 @@ def docker_command(
         timeout_s=timeout_s,
         env=nccl.NVLS_OFF_ENV,
         ulimits=ulimits,
+        name=name,
+        until="__GPUPROV_UNTIL__" if name else "",
     )
-    return shlex.join(container.docker_run_argv(spec)).replace("__GPUPROV_DIR__", '"$d"')
+    line = shlex.join(container.docker_run_argv(spec))
+    return line.replace("__GPUPROV_DIR__", '"$d"').replace("__GPUPROV_UNTIL__", '"$until"')
 
 
 def parse_payload_output(stdout: str) -> dict[str, Any] | None:
@@ -282,6 +360,28 @@ def judge_payload(
                 host=host,
                 source="torch.distributed sweep",
             )
+    if int(doc.get("version") or 0) < 2 and int(doc.get("ranks") or 0) > 1:
+        results.append(
+            skipped(
+                "p2p_copy", "payload version 1 (a recording) measured no peer copies", unit="GB/s"
+            )
+        )
+    elif target.spec.get("p2p", {}).get("enabled") and int(doc.get("ranks") or 0) > 1:
+        try:
+            pairs = p2p.pairs_from_payload(doc.get("p2p", []))
+        except (KeyError, ValueError) as exc:
+            pairs = ()
+            results.append(CheckResult("payload_output", "fail", None, None, "", str(exc)))
+        if not any(r.name == "p2p_copy" for r in results):  # the payload reports a hang itself
+            fig = target.p2p_floor
+            results += p2p.check_p2p(
+                pairs,
+                int(doc.get("ranks") or 0),
+                target.nvlinks,
+                fig.limit(catalog.validation_floor_fraction) if fig else None,
+                host=host,
+                floor_source=fig.source if fig else "",
+            )
     return results
 
 
@@ -300,14 +400,40 @@ def run_payload(
     devices: container.DeviceMode = "gpus",
     timeout_s: int = 300,
     ulimits: tuple[str, ...] = container.DEFAULT_ULIMITS,
+    pull_timeout_s: int = 900,
+    token: str | None = None,
 ) -> list[CheckResult]:
     """Stage the payload on the host, run it (container or host python3), judge the output."""
-    run = (
-        docker_command(image, devices, timeout_s, ulimits)
-        if runtime == "docker"
-        else f"timeout --kill-after=10 {timeout_s} {host_command()}"
-    )
-    out = execute(stage_script(target.spec, run), timeout=timeout_s + 60)
+    name = container.container_name(token or secrets.token_hex(6))
+    if runtime == "docker":
+        run = docker_command(image, devices, timeout_s, ulimits, name=name)
+        script = stage_script(
+            target.spec,
+            container.docker_script(
+                run, name=name, image=image, timeout_s=timeout_s, pull_timeout_s=pull_timeout_s
+            ),
+        )
+        outer = timeout_s + pull_timeout_s + 60
+    else:
+        script = stage_script(target.spec, f"timeout --kill-after=10 {timeout_s} {host_command()}")
+        outer = timeout_s + 60
+    try:
+        out = execute(script, timeout=outer)
+        if INTERRUPTED.is_set():  # Ctrl-C in the main thread while this host ran
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        if runtime == "docker":  # the first connection is gone: make sure of it from a new one
+            execute(container.remove_script(name), timeout=60)
+        raise
+    if runtime == "docker" and out.rc == container.TIMEOUT_EXIT and "(timed out)" in out.stderr:
+        execute(container.remove_script(name), timeout=60)
+    before: list[CheckResult] = []
+    if runtime == "docker":
+        before, stop = _staging_results(
+            container.parse_staging(out.stdout), out, host, image, pull_timeout_s
+        )
+        if stop:
+            return before
     doc = parse_payload_output(out.stdout)
     if doc is None:
         diag = container.diagnose(out.rc, out.stderr, timeout_s=timeout_s)
@@ -318,8 +444,77 @@ def run_payload(
             if diag
             else f"{host}: the GPU check payload failed {where} (exit {out.rc}): {last[:300]}"
         )
-        return [CheckResult("gpu_payload", "fail", f"exit {out.rc}", "exit 0", "", text)]
-    return judge_payload(doc, target, catalog, host=host)
+        return [*before, CheckResult("gpu_payload", "fail", f"exit {out.rc}", "exit 0", "", text)]
+    return before + judge_payload(doc, target, catalog, host=host)
+
+
+def _staging_results(
+    staged: container.Staging, out: CommandOutput, host: str, image: str, pull_timeout_s: int
+) -> tuple[list[CheckResult], bool]:
+    """The container steps before the payload: leftovers, another validation, the image.
+    Returns the results and whether the payload could not run because of them."""
+    results = []
+    if staged.leftovers:
+        results.append(
+            CheckResult(
+                "leftover_container",
+                "warn",
+                len(staged.leftovers),
+                0,
+                "containers",
+                f"{host}: removed {len(staged.leftovers)} leftover gpuprov validation "
+                f"container(s) past their deadline ({', '.join(staged.leftovers)}): an earlier "
+                "validation was cut off and its container kept the GPUs",
+            )
+        )
+    elif staged.image is not None or staged.busy:
+        results.append(CheckResult("leftover_container", "pass", 0, 0, "containers"))
+    if staged.busy:
+        results.append(
+            CheckResult(
+                "validation_busy",
+                "fail",
+                ", ".join(staged.busy),
+                "no other validation",
+                "",
+                f"{host}: another gpuprov validation is running here (container, deadline "
+                f"epoch: {', '.join(staged.busy)}); wait for it to end, or remove it with "
+                "docker rm -f if it is not yours",
+            )
+        )
+        return results, True
+    if staged.image is None:
+        return results, False  # the script stopped earlier; the payload's diagnosis says why
+    if staged.image == "pull-timeout":
+        results.append(
+            CheckResult(
+                "validation_image",
+                "fail",
+                "pull timed out",
+                f"{pull_timeout_s} s",
+                "",
+                f"{host}: image pull timed out after {pull_timeout_s} s ({image}); not a GPU "
+                "problem: pull it beforehand (docker pull, or docker load on air-gapped hosts), "
+                "or raise validation_image_pull_timeout_s",
+            )
+        )
+        return results, True
+    if staged.image.startswith("pull-failed"):
+        diag = container.diagnose(0, out.stderr)
+        results.append(
+            CheckResult(
+                "validation_image",
+                "fail",
+                staged.image,
+                "present or pulled",
+                "",
+                f"{host}: "
+                + (diag.text() if diag else f"the validation image {image} could not be pulled"),
+            )
+        )
+        return results, True
+    results.append(CheckResult("validation_image", "pass", staged.image, "present or pulled", ""))
+    return results, False
 
 
 def run_nccl_tests(
@@ -358,17 +553,25 @@ def validate_host(
     image: str | None = None,
     use_nccl_tests: bool = False,
     limits: HealthLimits | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> list[CheckResult]:
     """Every validation check for one host: health first, then the CUDA checks.
 
     runtime: "docker" | "host" | None (policy's gpuprov_validation_runtime, "auto").
     image: the container image for --runtime docker (default: limits.yaml's).
+    progress: told, as it happens, what this host's validation is doing (a line of text).
     """
+    say = progress or (lambda _msg: None)
     limits = limits or load_limits()
     health = run_health(
         health_input(
             facts, raw, catalog, expected_gpus=policy.validation_expected_gpus, limits=limits
         )
+    )
+    bad = [r.label for r in health if r.status == "fail"]
+    say(
+        f"health checks: {len(health)} run, {len(bad)} failed"
+        + (f" ({', '.join(bad[:4])})" if bad else "")
     )
     if facts.simulated:
         return health + _not_run(SIMULATED)
@@ -383,8 +586,11 @@ def validate_host(
         policy,
         nccl_tests=use_nccl_tests,
         timeout_s=limits.payload_timeout_s,
+        deadline_margin_s=limits.payload_deadline_margin_s,
     )
     chosen = choose_runtime(facts, policy, runtime)
+    where = f"container {image or limits.validation_image}" if chosen == "docker" else "host"
+    say(f"GPU checks on {target.ranks} GPUs ({where}), deadline {target.spec['deadline_s']} s")
     results = run_payload(
         execute,
         target,
@@ -393,11 +599,17 @@ def validate_host(
         runtime=chosen,
         image=image or limits.validation_image,
         timeout_s=limits.payload_timeout_s,
+        pull_timeout_s=limits.image_pull_timeout_s,
     )
     if use_nccl_tests and target.ranks > 1 and policy.validation_nccl:
         results += run_nccl_tests(
             execute, target, catalog, host=facts.host, timeout_s=limits.payload_timeout_s
         )
+    bad = [r.label for r in results if r.status == "fail"]
+    say(
+        f"GPU checks: {len(results)} results, {len(bad)} failed"
+        + (f" ({', '.join(bad[:4])})" if bad else "")
+    )
     return health + results
 
 

@@ -94,9 +94,13 @@ def test_docker_gpus_all_without_toolkit_gets_the_toolkit_diagnosis(payload_imag
         devices="gpus",
         timeout_s=120,
     )
-    assert [(r.name, r.status) for r in results] == [("gpu_payload", "fail")]
-    assert "NVIDIA Container Toolkit is missing" in results[0].diagnosis
-    assert "systemctl restart docker" in results[0].diagnosis
+    assert [(r.name, r.status) for r in results] == [
+        ("leftover_container", "pass"),
+        ("validation_image", "pass"),
+        ("gpu_payload", "fail"),
+    ]
+    assert "NVIDIA Container Toolkit is missing" in results[2].diagnosis
+    assert "systemctl restart docker" in results[2].diagnosis
 
 
 def test_payload_runs_in_the_container_read_only_and_reports_no_torch(payload_image: str) -> None:
@@ -111,8 +115,126 @@ def test_payload_runs_in_the_container_read_only_and_reports_no_torch(payload_im
         timeout_s=120,
         ulimits=(),  # this engine runs inside a container: it may not raise rlimits
     )
-    assert [(r.name, r.status) for r in results] == [("torch_import", "fail")]
-    assert "PyTorch is not importable" in results[0].diagnosis
+    assert [(r.name, r.status) for r in results] == [
+        ("leftover_container", "pass"),
+        ("validation_image", "pass"),
+        ("torch_import", "fail"),
+    ]
+    assert "PyTorch is not importable" in results[2].diagnosis
+
+
+def _validation_containers() -> list[str]:
+    out = subprocess.run(
+        ["docker", "ps", "-a", "--filter", "label=gpuprov.validation", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.split()
+
+
+@pytest.fixture(scope="module")
+def hanging_image(payload_image: str) -> Iterator[str]:
+    """A test double of a hung payload: the lab image with a `python3` first on PATH that only
+    sleeps (a GPU check that never returns), so the container outlives its timeout for sure."""
+    dockerfile = (
+        f"FROM {payload_image}\n"
+        "RUN printf '#!/bin/sh\\n# test double: a payload that hangs\\nexec sleep 600\\n' "
+        "> /usr/local/bin/python3 && chmod 0755 /usr/local/bin/python3\n"
+    )
+    tag = payload_image + "-hangs"
+    build = subprocess.run(
+        ["docker", "build", "-q", "-t", tag, "-"],
+        input=dockerfile,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert build.returncode == 0, build.stderr
+    yield tag
+    subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, check=False)
+
+
+def test_on_a_real_engine_a_timed_out_container_is_removed(hanging_image: str) -> None:
+    """timeout(1) kills the docker client after 2 s while the container hangs: the staging
+    script's trap must remove the container on this real engine."""
+    results = runner.run_payload(
+        SubprocessExecutor(),
+        h200_target(),
+        CATALOG,
+        host="control",
+        runtime="docker",
+        image=hanging_image,
+        devices="none",
+        timeout_s=2,
+        ulimits=(),
+        token="labtimeout",
+    )
+    assert [r.name for r in results][-1] == "gpu_payload"
+    assert "did not finish within the timeout of 2 s" in results[-1].diagnosis
+    assert "gpuprov-validate-labtimeout" not in _validation_containers()
+
+
+def test_on_a_real_engine_a_leftover_is_removed_and_a_running_one_respected(
+    payload_image: str,
+) -> None:
+    """An expired gpuprov validation container is reported and removed; one still within its
+    deadline stops the validation instead of being killed."""
+
+    def start(name: str, until: int) -> None:
+        subprocess.run(
+            [
+                "docker",
+                "run",
+                "-d",
+                "--name",
+                name,
+                "--label",
+                "gpuprov.validation=1",
+                "--label",
+                f"gpuprov.validation.until={until}",
+                "--network",
+                "none",
+                "--entrypoint",
+                "sleep",
+                payload_image,
+                "300",
+            ],
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+
+    def validate() -> list[CheckResult]:
+        return runner.run_payload(
+            SubprocessExecutor(),
+            h200_target(),
+            CATALOG,
+            host="control",
+            runtime="docker",
+            image=payload_image,
+            devices="none",
+            timeout_s=120,
+            ulimits=(),
+        )
+
+    import time
+
+    try:
+        start("gpuprov-validate-labold", 1)
+        results = validate()
+        left = next(r for r in results if r.name == "leftover_container")
+        assert (left.status, left.value) == ("warn", 1)
+        assert "gpuprov-validate-labold" not in _validation_containers()
+        start("gpuprov-validate-labbusy", int(time.time()) + 3600)
+        busy = {r.name: r for r in validate()}
+        assert busy["validation_busy"].status == "fail"
+        assert "torch_import" not in busy
+        assert "gpuprov-validate-labbusy" in _validation_containers()
+    finally:
+        for name in ("gpuprov-validate-labold", "gpuprov-validate-labbusy"):
+            subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
 
 
 def test_payload_mount_is_read_only(payload_image: str, tmp_path: Path) -> None:

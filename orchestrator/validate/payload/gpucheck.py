@@ -10,9 +10,15 @@ orchestrator judges (`orchestrator.validate.nccl`). A human summary goes to stde
 
 Layout: the parent process checks what is host-wide (CUDA available, device count, names,
 compute capability, arch list, CUDA build vs driver, peer access, MIG devices), then starts
-one process per GPU; each measures its own GPU (bf16/fp8 GEMM, device copy; host-to-device
-copies one GPU at a time) and then all join one NCCL all-reduce sweep. Per-GPU work runs in
-parallel, so 8 GPUs take about as long as 2.
+one process per GPU and, while they import torch, copies between every ordered GPU pair; each
+worker measures its own GPU (bf16/fp8 GEMM, device copy; host-to-device copies one GPU at a
+time, pinned to its GPU's NUMA node) and then all join one NCCL all-reduce sweep whose values
+are checked exactly. Per-GPU work runs in parallel, so 8 GPUs take about as long as 2.
+
+Deadlines: the payload's own (`deadline_s`) ends well before the outer kill. Workers report
+each phase and result as they go; at the deadline the parent kills what is left and reports
+every finished check plus the GPUs and phases that did not finish; a watchdog covers the
+parent itself.
 
 NVLink multicast (NVLS) stays off unless `--nvls` is given: the floors are for ring/tree
 all-reduce, and on shared hosts a multicast program can take GPUs out of service.
@@ -29,10 +35,9 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from queue import Empty
 from typing import Any
 
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2  # 2: per-pair peer copies, exact position-dependent values, deadlines
 GIB = 1 << 30
 NVLS_OFF = {
     "NCCL_NVLS_ENABLE": "0",
@@ -616,10 +621,65 @@ def h2d_check(torch: Any, gpu: int, floors: dict[str, Any], buffers: tuple[Any, 
     )
 
 
+# ---- exact, position-dependent all-reduce values (like nccl-tests -c) --------------------------
+
+# Element i of rank r holds pattern(i, r): a hash of the position plus a per-rank offset, 12 bits
+# wide, so a sum over up to 4096 ranks stays an exact integer in fp32 (< 2^24). A buffer read from
+# a wrong offset, a stale buffer or another rank's data gives a different sum at almost every
+# element, which a constant fill (every element = rank + 1) cannot show.
+PATTERN_MUL = 0x5BD1E995  # < 2^31, so index (< 2^32) x MUL fits in int64 without wrapping
+PATTERN_RANK = 0x3C3
+PATTERN_MASK = 0xFFF
+CHECK_CHUNK = 1 << 26  # elements per chunk of the on-GPU fill and check (int64 temporaries)
+
+
+def _hash(idx: Any) -> Any:
+    """Works on Python ints, numpy and torch int64 arrays alike (no wrapping anywhere)."""
+    h = (idx * PATTERN_MUL) & 0xFFFFFFFF
+    return h ^ (h >> 13)
+
+
+def pattern(idx: Any, rank: int) -> Any:
+    return (_hash(idx) + rank * PATTERN_RANK) & PATTERN_MASK
+
+
+def expected_sum(idx: Any, ranks: int) -> Any:
+    h = _hash(idx)
+    total = (h + 0) & PATTERN_MASK
+    for r in range(1, ranks):
+        total = total + ((h + r * PATTERN_RANK) & PATTERN_MASK)
+    return total
+
+
+def fill_pattern(torch: Any, view: Any, rank: int) -> None:
+    n = int(view.numel())
+    for s in range(0, n, CHECK_CHUNK):
+        e = min(n, s + CHECK_CHUNK)
+        idx = torch.arange(s, e, device=view.device, dtype=torch.int64)
+        view[s:e].copy_(pattern(idx, rank))
+
+
+def count_wrong(torch: Any, view: Any, ranks: int) -> Any:
+    """Elements of the reduced buffer that differ from the exact sum (a 0-d tensor on the GPU)."""
+    n = int(view.numel())
+    wrong = torch.zeros((), dtype=torch.int64, device=view.device)
+    for s in range(0, n, CHECK_CHUNK):
+        e = min(n, s + CHECK_CHUNK)
+        idx = torch.arange(s, e, device=view.device, dtype=torch.int64)
+        wrong += (view[s:e] != expected_sum(idx, ranks).to(torch.float32)).sum()
+    return wrong
+
+
 def allreduce_sweep(
-    torch: Any, dist: Any, rank: int, ranks: int, cfg: dict[str, Any]
+    torch: Any,
+    dist: Any,
+    rank: int,
+    ranks: int,
+    cfg: dict[str, Any],
+    report: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """In-place all_reduce(sum) of float32 over the sizes; every size is checked for values."""
+    """In-place all_reduce(sum) of float32 over the sizes; at every size the values are checked
+    exactly, position by position, before the timed loop and again after it."""
     sizes = sweep_sizes(
         int(cfg.get("min_bytes", 1 << 20)),
         int(cfg.get("max_bytes", 4 * GIB)),
@@ -628,15 +688,12 @@ def allreduce_sweep(
     iters, warmup = int(cfg.get("iters", 20)), int(cfg.get("warmup", 5))
     dev = torch.device("cuda", rank)
     buf = torch.empty(max(sizes) // 4, dtype=torch.float32, device=dev)
-    expected = float(ranks * (ranks + 1) // 2)
     points = []
     for size in sizes:
         view = buf[: size // 4]
-        view.fill_(float(rank + 1))
+        fill_pattern(torch, view, rank)
         dist.all_reduce(view)
-        wrong = (view != expected).sum()
-        dist.all_reduce(wrong)
-        view.zero_()
+        wrong_before = count_wrong(torch, view, ranks)
         for _ in range(warmup):
             dist.all_reduce(view)
         torch.cuda.synchronize()
@@ -646,48 +703,203 @@ def allreduce_sweep(
             dist.all_reduce(view)
         torch.cuda.synchronize()
         sec = (time.perf_counter() - t0) / iters
+        fill_pattern(torch, view, rank)  # the communicator after the timed loop: exact again?
+        dist.all_reduce(view)
+        wrong = torch.stack([wrong_before, count_wrong(torch, view, ranks)])
+        dist.all_reduce(wrong)  # every rank's count
         algbw = size / sec / 1e9
-        points.append(
-            {
-                "bytes": size,
-                "time_us": round(sec * 1e6, 1),
-                "algbw": round(algbw, 2),
-                "busbw": round(busbw(algbw, ranks), 2),
-                "wrong": int(wrong.item()),
-            }
-        )
+        point = {
+            "bytes": size,
+            "time_us": round(sec * 1e6, 1),
+            "algbw": round(algbw, 2),
+            "busbw": round(busbw(algbw, ranks), 2),
+            "wrong": int(wrong.sum().item()),
+            "wrong_after_timed": int(wrong[1].item()),
+        }
+        points.append(point)
+        if report:
+            report(point)
     del buf
     return points
 
 
-def worker(rank: int, ranks: int, spec: dict[str, Any], port: int, queue: Any, t0: float) -> None:
-    """One GPU's measurements, then the collective sweep.
+# ---- NUMA: each worker runs on its GPU's CPUs and allocates host memory there ------------------
 
-    Sends (rank, results, sweep, error, timing); timing marks are seconds since `t0`, the
-    parent's start of the workers (time.time(): comparable across processes).
-    """
-    results: list[Result] = []
-    sweep: list[dict[str, Any]] = []
-    timing: dict[str, float] = {}
+MPOL_PREFERRED = 1
+_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237}
 
-    def mark(what: str) -> None:
-        timing[what] = round(time.time() - t0, 2)
 
+def parse_cpulist(text: str) -> set[int]:
+    """'0-31,64-95' (nvidia-smi topo -m's CPU Affinity, the kernel's cpulist) -> CPU numbers."""
+    cpus: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise ValueError(f"not a CPU list: {text!r}")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def _prefer_node(node: int) -> str:
+    """set_mempolicy(MPOL_PREFERRED, node) for this thread; '' or why it was not possible."""
+    import ctypes
+    import platform
+
+    number = _SET_MEMPOLICY.get(platform.machine())
+    if number is None or not 0 <= node < 64:
+        return f"no set_mempolicy for {platform.machine()} node {node}"
+    libc = ctypes.CDLL(None, use_errno=True)
+    mask = ctypes.c_ulong(1 << node)
+    if libc.syscall(number, MPOL_PREFERRED, ctypes.byref(mask), 65) != 0:
+        return f"set_mempolicy refused ({os.strerror(ctypes.get_errno())})"
+    return ""
+
+
+def bind_numa(gpu: int, numa: dict[str, Any]) -> Result:
+    """Pin this process to the GPU's CPUs and prefer its NUMA node for new host memory, from
+    `nvidia-smi topo -m` (CPU Affinity, NUMA Affinity) as the orchestrator passed them."""
+    info = numa.get(str(gpu)) or {}
+    cpus_text, node = info.get("cpus"), info.get("node")
+    if not cpus_text:
+        return result(
+            "numa_binding", "skip", None, None, "", "nvidia-smi topo -m gives no CPU affinity", gpu
+        )
     try:
+        wanted = parse_cpulist(str(cpus_text))
+    except ValueError as exc:
+        return result("numa_binding", "warn", str(cpus_text), None, "", str(exc), gpu)
+    usable = wanted & os.sched_getaffinity(0)
+    if not usable:
+        return result(
+            "numa_binding",
+            "warn",
+            str(cpus_text),
+            "CPUs of the GPU's node",
+            "",
+            f"none of GPU {gpu}'s CPUs ({cpus_text}) may be used here (container cpuset?); "
+            "host-to-device copies may cross the socket interconnect",
+            gpu,
+        )
+    os.sched_setaffinity(0, usable)
+    note = ""
+    if node is not None and str(node).isdigit():
+        note = _prefer_node(int(node))
+    value = f"cpus {cpus_text}" + (f", node {node}" if node is not None else "")
+    if note:  # first touch from the pinned CPUs still places the buffers on the node
+        value += f" (memory policy: {note})"
+    return result("numa_binding", "pass", value, "GPU's node", "", "", gpu)
+
+
+# ---- per-pair peer copies (parent process, while the workers start) ----------------------------
+
+
+def p2p_copies(
+    torch: Any, count: int, cfg: dict[str, Any], where: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Copy bandwidth of every ordered GPU pair, one pair at a time (GB/s, bytes moved once)."""
+    nbytes, iters, warmup = int(cfg.get("bytes", 256 << 20)), int(cfg.get("iters", 5)), 2
+    src = [
+        torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", i)) for i in range(count)
+    ]
+    dst = [torch.empty_like(s) for s in src]
+    out = []
+    for i in range(count):
+        for j in range(count):
+            if i == j:
+                continue
+            where["pair"] = f"{i}->{j}"
+            for _ in range(warmup):
+                dst[j].copy_(src[i])
+            torch.cuda.synchronize(i)
+            torch.cuda.synchronize(j)
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                dst[j].copy_(src[i])
+            torch.cuda.synchronize(i)
+            torch.cuda.synchronize(j)
+            sec = (time.perf_counter() - t0) / iters
+            out.append({"src": i, "dst": j, "gbs": round(nbytes / sec / 1e9, 1)})
+    where["pair"] = ""
+    del src, dst
+    torch.cuda.empty_cache()
+    return out
+
+
+# ---- workers: one process per GPU, reporting as they go ---------------------------------------
+
+# The phases a worker goes through, in order; a hang is reported as the phase it never left.
+PHASES = (
+    "start",
+    "torch_import",
+    "cuda_context",
+    "wait_p2p",
+    "gemm_bf16",
+    "fp8",
+    "copy_d2d",
+    "nccl_init",
+    "numa_binding",
+    "copy_h2d",
+    "allreduce_sweep",
+    "done",
+)
+COLLECTIVE = frozenset({"nccl_init", "copy_h2d", "allreduce_sweep"})  # waits on the other ranks
+
+
+class Reporter:
+    """What a worker sends the parent: phase changes and each result the moment it exists, so
+    that a hang loses nothing that finished. `conn` is the worker's end of a pipe: send() is
+    synchronous, so a worker that dies right after a message has still delivered it."""
+
+    def __init__(self, conn: Any, rank: int, t0: float) -> None:
+        self.conn, self.rank, self.t0 = conn, rank, t0
+
+    def _at(self) -> float:
+        return round(time.time() - self.t0, 2)
+
+    def phase(self, name: str) -> None:
+        self.conn.send(("phase", self.rank, name, self._at()))
+
+    def result(self, res: Result) -> None:
+        self.conn.send(("result", self.rank, res, self._at()))
+
+    def point(self, point: dict[str, Any]) -> None:
+        self.conn.send(("point", self.rank, point, self._at()))
+
+    def done(self, error: str) -> None:
+        self.conn.send(("done", self.rank, error, self._at()))
+
+
+def worker(
+    rank: int, ranks: int, spec: dict[str, Any], port: int, conn: Any, t0: float, go: Any
+) -> None:
+    """One GPU's measurements, then the collective sweep (see PHASES)."""
+    rep = Reporter(conn, rank, t0)
+    try:
+        rep.phase("torch_import")
         import datetime
 
         import torch
         import torch.distributed as dist
 
+        rep.phase("cuda_context")
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.cuda.set_device(rank)
-        mark("torch_ready")
+        torch.zeros(1, device=torch.device("cuda", rank))
+        rep.phase("wait_p2p")  # the parent's peer copies must not overlap our measurements
+        go.wait()
         floors = spec.get("floors", {})
-        results += gemm_check(torch, rank, floors)
-        results += fp8_check(torch, rank, spec)
-        results.append(copy_check(torch, rank, floors))
+        rep.phase("gemm_bf16")
+        for res in gemm_check(torch, rank, floors):
+            rep.result(res)
+        rep.phase("fp8")
+        for res in fp8_check(torch, rank, spec):
+            rep.result(res)
+        rep.phase("copy_d2d")
+        rep.result(copy_check(torch, rank, floors))
         torch.cuda.empty_cache()
-        mark("gpu_checks")
+        rep.phase("nccl_init")
         if ranks > 1:
             os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
             opts: dict[str, Any] = {"timeout": datetime.timedelta(seconds=120)}
@@ -701,61 +913,208 @@ def worker(rank: int, ranks: int, spec: dict[str, Any], port: int, queue: Any, t
                 )
             except TypeError:
                 dist.init_process_group("nccl", rank=rank, world_size=ranks, **opts)
-        mark("nccl_init")
+        rep.phase("numa_binding")
+        rep.result(bind_numa(rank, spec.get("numa") or {}))
+        rep.phase("copy_h2d")
         buffers = h2d_buffers(torch, rank)
         for turn in range(ranks):  # PCIe copies one GPU at a time: shared host paths
             if turn == rank:
-                results.append(h2d_check(torch, rank, floors, buffers))
+                rep.result(h2d_check(torch, rank, floors, buffers))
             if ranks > 1:
                 dist.barrier()
         del buffers
-        mark("h2d")
+        rep.phase("allreduce_sweep")
         if ranks > 1 and spec.get("allreduce", {}).get("enabled", True):
-            sweep = allreduce_sweep(torch, dist, rank, ranks, spec.get("allreduce", {}))
-        mark("sweep")
+            allreduce_sweep(
+                torch,
+                dist,
+                rank,
+                ranks,
+                spec.get("allreduce", {}),
+                rep.point if rank == 0 else None,
+            )
         if ranks > 1:
             dist.destroy_process_group()
-        queue.put((rank, results, sweep, "", timing))
+        rep.phase("done")
+        rep.done("")
     except Exception as exc:  # a worker must always answer, or the parent waits for nothing
-        queue.put((rank, results, sweep, f"{type(exc).__name__}: {exc}", timing))
+        rep.done(f"{type(exc).__name__}: {exc}")
+
+
+class Progress:
+    """The parent's view of the workers, built from their messages."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.phase: dict[int, tuple[str, float]] = {r: ("start", 0.0) for r in range(count)}
+        self.timing: dict[int, dict[str, float]] = {r: {} for r in range(count)}
+        self.results: dict[int, list[Result]] = {r: [] for r in range(count)}
+        self.sweep: list[dict[str, Any]] = []
+        self.done: dict[int, str] = {}
+
+    def apply(self, msg: tuple[Any, ...]) -> None:
+        kind, rank, body, at = msg
+        if kind == "phase":
+            self.phase[rank] = (str(body), float(at))
+            self.timing[rank][str(body)] = float(at)
+        elif kind == "result":
+            self.results[rank].append(body)
+        elif kind == "point":
+            self.sweep.append(body)
+        elif kind == "done":
+            self.done[rank] = str(body)
+
+    def unfinished(self) -> list[int]:
+        return [r for r in range(self.count) if r not in self.done]
+
+
+def hang_results(progress: Progress, deadline_s: float, elapsed_s: float) -> list[Result]:
+    """What a deadline leaves: one fail per GPU that did not finish (its phase and since when),
+    and one for the host naming the GPU(s) that held the others up."""
+    late = progress.unfinished()
+    if not late:
+        return []
+    out = []
+    order = {p: i for i, p in enumerate(PHASES)}
+    earliest = min(order.get(progress.phase[r][0], 0) for r in late)
+    stuck = [r for r in late if order.get(progress.phase[r][0], 0) == earliest]
+    waiting = [r for r in late if r not in stuck]
+    for r in late:
+        phase, since = progress.phase[r]
+        role = (
+            "waited for the GPUs named in payload_deadline"
+            if r in waiting and phase in COLLECTIVE
+            else "did not finish it"
+        )
+        out.append(
+            result(
+                "gpu_worker",
+                "fail",
+                f"stuck in {phase}",
+                "finished",
+                "",
+                f"GPU {r} was in phase {phase} since {since} s and {role}; its worker was killed "
+                f"at the payload's deadline ({deadline_s:.0f} s)",
+                r,
+            )
+        )
+    phase = progress.phase[stuck[0]][0]
+    names = ", ".join(f"GPU {r}" for r in stuck)
+    if phase in COLLECTIVE and not waiting:
+        what = (
+            f"every unfinished GPU ({names}) hung in {phase}, a collective: an NCCL hang "
+            "(a GPU or link that stopped answering); rerun with NCCL_DEBUG=INFO and check "
+            "nvidia-smi topo -m, nvlink -s and the fabric state"
+        )
+    else:
+        what = (
+            f"{names} hung in {phase}"
+            + (f" while {', '.join(f'GPU {r}' for r in waiting)} waited for it" if waiting else "")
+            + "; drain the host, check the kernel log for Xid errors and nvidia-smi for the "
+            "GPU's state, and run dcgmi diag -r 2 on it"
+        )
+    out.append(
+        result(
+            "payload_deadline",
+            "fail",
+            f"{len(late)}/{progress.count} GPUs unfinished",
+            f"{deadline_s:.0f} s",
+            "",
+            f"the GPU checks hit the payload's own deadline after {elapsed_s:.0f} s: {what}; "
+            "the results of every check that finished are reported",
+        )
+    )
+    return out
+
+
+def _stop(procs: list[Any], grace_s: float = 2.0) -> None:
+    """Terminate, then kill: a worker stuck in a CUDA call may ignore SIGTERM. Bounded: at most
+    2 x grace_s however many workers there are."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for signal_next in (True, False):
+        until = time.monotonic() + grace_s
+        for p in procs:
+            p.join(timeout=max(0.0, until - time.monotonic()))
+        if signal_next:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
 
 
 def run_workers(
-    spec: dict[str, Any], count: int, timeout: float
-) -> tuple[list[Result], list[dict[str, Any]], dict[int, dict[str, float]]]:
+    spec: dict[str, Any],
+    count: int,
+    deadline_at: float,
+    *,
+    target: Callable[..., None] = worker,
+    context: str = "spawn",
+    before_go: Callable[[], list[Result]] | None = None,
+    started: float | None = None,
+) -> tuple[list[Result], list[dict[str, Any]], dict[int, dict[str, float]], bool]:
+    """Start one worker per GPU, run `before_go` (the peer copies) while they start, and collect
+    their messages until all are done or `deadline_at` (time.monotonic()) passes; then kill
+    what is left and report it (hang_results). The last item: `before_go` never returned."""
     import multiprocessing as mp
+    import threading
+    from multiprocessing.connection import wait
 
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
+    started = time.monotonic() if started is None else started  # the payload's start
+    ctx = mp.get_context(context)
+    go = ctx.Event()
     port = _free_port()
     t0 = time.time()
-    procs = [
-        ctx.Process(target=worker, args=(r, count, spec, port, queue, t0)) for r in range(count)
-    ]
-    for p in procs:
-        p.start()
-    replies: dict[int, tuple[list[Result], list[dict[str, Any]], str]] = {}
-    timings: dict[int, dict[str, float]] = {}
-    deadline = time.monotonic() + timeout
-    quiet = 0  # polls with every worker gone and nothing left to read
-    while len(replies) < count and time.monotonic() < deadline and quiet < 3:
-        try:
-            rank, res, sweep, err, timing = queue.get(timeout=1.0)
-        except Empty:
-            quiet = quiet + 1 if not any(p.is_alive() for p in procs) else 0
-            continue
-        replies[rank] = (res, sweep, err)
-        timings[rank] = timing
-    for p in procs:
-        p.join(timeout=5)
-        if p.is_alive():
-            p.terminate()
-    results: list[Result] = []
+    procs: list[Any] = []
+    readers: list[Any] = []
+    for r in range(count):
+        reader, writer = ctx.Pipe(duplex=False)
+        procs.append(
+            ctx.Process(  # type: ignore[attr-defined]
+                target=target, args=(r, count, spec, port, writer, t0, go), daemon=True
+            )
+        )
+        procs[-1].start()
+        writer.close()  # the worker holds the only writer: EOF when it is gone
+        readers.append(reader)
+    parent: list[Result] = []
+    helper = None
+    if before_go is None:
+        go.set()
+    else:
+
+        def first() -> None:
+            try:
+                parent.extend(before_go())
+            finally:
+                go.set()
+
+        helper = threading.Thread(target=first, daemon=True)
+        helper.start()
+    progress = Progress(count)
+    open_readers: list[Any] = list(readers)
+    while open_readers and progress.unfinished() and time.monotonic() < deadline_at:
+        ready: list[Any] = wait(
+            open_readers, timeout=min(0.5, max(0.01, deadline_at - time.monotonic()))
+        )
+        for conn in ready:
+            try:
+                progress.apply(conn.recv())
+            except (EOFError, OSError):
+                open_readers.remove(conn)
+    late = progress.unfinished()
+    timed_out = bool(late) and time.monotonic() >= deadline_at
+    _stop(procs)
+    for conn in readers:
+        conn.close()
+    results: list[Result] = list(parent)
     for rank in range(count):
-        code = procs[rank].exitcode
-        gone = f"exited with code {code} without an answer" if code else ""
-        res, _, err = replies.get(rank, ([], [], gone or f"no answer within {timeout:.0f} s"))
-        results += res
+        results += progress.results[rank]
+        err = progress.done.get(rank, "")
+        if rank in late and not timed_out:
+            code = procs[rank].exitcode
+            phase = progress.phase[rank][0]
+            err = f"exited with code {code} in phase {phase} without an answer"
         if err:
             results.append(
                 result(
@@ -772,8 +1131,11 @@ def run_workers(
                     rank,
                 )
             )
-    sweep = replies.get(0, ([], [], ""))[1]
-    return results, sweep, timings
+    if timed_out:
+        deadline_s = float(spec.get("deadline_s") or (deadline_at - started))
+        results += hang_results(progress, deadline_s, time.monotonic() - started)
+    stuck_before = helper is not None and helper.is_alive()
+    return results, progress.sweep, progress.timing, stuck_before
 
 
 def _free_port() -> int:
@@ -784,18 +1146,89 @@ def _free_port() -> int:
 
 # ---- entry -----------------------------------------------------------------------------------
 
+# Seconds kept back from the payload's deadline for killing workers and writing the document.
+DEADLINE_RESERVE_S = 5.0
+# The watchdog fires this long after the deadline: only when the parent itself is stuck.
+WATCHDOG_LATE_S = 3.0
 
-def run(spec: dict[str, Any], nvls: bool) -> dict[str, Any]:
+
+class Emitter:
+    """Writes the document once: from the main thread at the end, or from the watchdog when the
+    parent itself hangs past its deadline (then it also kills the workers and exits)."""
+
+    def __init__(self, out: str | None) -> None:
+        import threading
+
+        self.out = out
+        self.lock = threading.Lock()
+        self.written = False
+
+    def emit(self, doc: dict[str, Any]) -> bool:
+        with self.lock:
+            if self.written:
+                return False
+            self.written = True
+            body = json.dumps(doc, indent=1)
+            if self.out:
+                with open(self.out, "w", encoding="utf-8") as fh:
+                    fh.write(body + "\n")
+            else:  # framed, so stray prints of torch or NCCL cannot break the document
+                print(f"{MARKER} begin\n{body}\n{MARKER} end", flush=True)
+            print(summary(doc), file=sys.stderr, flush=True)
+            return True
+
+
+def start_watchdog(doc: dict[str, Any], emitter: Emitter, state: dict[str, str], at: float) -> Any:
+    """At `at` seconds from now: the parent itself is stuck (torch import, a CUDA call, a MIG
+    probe). Report what finished and the parent's phase, kill the workers, exit 1."""
+    import multiprocessing as mp
+    import threading
+
+    def fire() -> None:
+        snapshot = dict(doc)
+        snapshot["results"] = [
+            *doc["results"],
+            result(
+                "payload_deadline",
+                "fail",
+                f"parent in {state.get('phase', '?')}",
+                f"{state.get('deadline', '?')} s",
+                "",
+                f"the GPU checks hit the payload's own deadline in the parent's phase "
+                f"{state.get('phase', '?')} (host-wide checks, before or around the per-GPU "
+                "workers); the results of every check that finished are reported; check "
+                "nvidia-smi and the kernel log for Xid errors",
+            ),
+        ]
+        snapshot["deadline_hit"] = True
+        if emitter.emit(_finish(snapshot, float(state.get("started", "0")))):
+            _stop(list(mp.active_children()))
+            os._exit(1)
+
+    timer = threading.Timer(at + WATCHDOG_LATE_S, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def run(spec: dict[str, Any], nvls: bool, emitter: Emitter | None = None) -> dict[str, Any]:
     started = time.monotonic()
     if not nvls:
         os.environ.update(NVLS_OFF)
+    # CUDA numbers GPUs fastest-first unless told otherwise; nvidia-smi (and topo -m, whose
+    # NUMA affinity the workers use) numbers them in PCI bus order.
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     doc: dict[str, Any] = {
         "payload": "gpucheck",
         "version": PAYLOAD_VERSION,
         "results": [],
         "sweep": [],
+        "p2p": [],
         "ranks": 0,
     }
+    deadline_s = float(spec.get("deadline_s") or spec.get("timeout_s") or 240)
+    state = {"phase": "torch_import", "deadline": f"{deadline_s:.0f}", "started": str(started)}
+    watchdog = start_watchdog(doc, emitter, state, deadline_s) if emitter else None
     if os.path.exists(SIMULATED_HINT):
         doc["simulated"] = True
     try:
@@ -814,12 +1247,13 @@ def run(spec: dict[str, Any], nvls: bool) -> dict[str, Any]:
                 ),
             )
         )
-        return _finish(doc, started)
+        return _done(doc, started, watchdog)
     doc["torch"] = {
         "version": torch.__version__,
         "cuda": torch.version.cuda,
         "nccl": _nccl_version(torch),
     }
+    state["phase"] = "host-wide checks"
     results, count = parent_checks(torch, spec)
     doc["results"] += results
     if count and spec.get("mig_devices"):
@@ -838,11 +1272,44 @@ def run(spec: dict[str, Any], nvls: bool) -> dict[str, Any]:
         )
     elif count:
         doc["parent_s"] = round(time.monotonic() - started, 2)
-        worker_results, sweep, timings = run_workers(spec, count, float(spec.get("timeout_s", 240)))
+        state["phase"] = "per-GPU workers"
+        p2p_cfg = spec.get("p2p") or {}
+        where: dict[str, str] = {}
+        before_go = None
+        if count > 1 and p2p_cfg.get("enabled"):
+
+            def before_go() -> list[Result]:
+                doc["p2p"] = p2p_copies(torch, count, p2p_cfg, where)
+                return []
+
+        deadline_at = started + deadline_s - DEADLINE_RESERVE_S
+        worker_results, sweep, timings, p2p_stuck = run_workers(
+            spec, count, deadline_at, before_go=before_go, started=started
+        )
+        if p2p_stuck:
+            worker_results.insert(
+                0,
+                result(
+                    "p2p_copy",
+                    "fail",
+                    f"stuck at {where.get('pair') or '?'}",
+                    "finished",
+                    "",
+                    f"the peer-to-peer copy GPU {where.get('pair') or '?'} did not finish "
+                    "before the deadline (the workers waited for it): a GPU or NVLink that "
+                    "stopped answering; check nvidia-smi topo -m, nvlink -s and the kernel log",
+                ),
+            )
         doc["worker_timing_s"] = {str(k): v for k, v in sorted(timings.items())}
         doc["results"] += worker_results
         doc["sweep"] = sweep
         doc["ranks"] = count
+    return _done(doc, started, watchdog)
+
+
+def _done(doc: dict[str, Any], started: float, watchdog: Any) -> dict[str, Any]:
+    if watchdog is not None:
+        watchdog.cancel()
     return _finish(doc, started)
 
 
@@ -866,6 +1333,8 @@ def summary(doc: dict[str, Any]) -> str:
             f"{name:<28} {r['status']:<6} {r['value']!s:>14.14} {r['limit']!s:>10.10} "
             f"{r['unit']}" + (f"\n    {r['diagnosis']}" if r["diagnosis"] else "")
         )
+    for p in doc.get("p2p", []):
+        lines.append(f"p2p GPU {p['src']} -> GPU {p['dst']}: {p['gbs']} GB/s")
     for p in doc["sweep"]:
         lines.append(
             f"all_reduce {p['bytes']:>11} B {p['time_us']:>10} us  algbw "
@@ -886,14 +1355,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         with open(args.spec, encoding="utf-8") as fh:
             text = fh.read()
-    doc = run(json.loads(text), args.nvls)
-    body = json.dumps(doc, indent=1)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(body + "\n")
-    else:  # framed, so stray prints of torch or NCCL cannot break the document
-        print(f"{MARKER} begin\n{body}\n{MARKER} end", flush=True)
-    print(summary(doc), file=sys.stderr)
+    emitter = Emitter(args.out)
+    doc = run(json.loads(text), args.nvls, emitter)
+    emitter.emit(doc)
     return 1 if any(r["status"] == "fail" for r in doc["results"]) else 0
 
 

@@ -1,0 +1,88 @@
+"""JUnit XML for CI systems: one testcase per check per host, for every stage that ran.
+
+Suites: `<host>.health` (host health checks), `<host>.gpu` (the payload's CUDA checks and the
+container steps), `<host>.nccl` (the all-reduce judgment), `<host>.verification` (testinfra).
+`fail` is a <failure>, `skip` a <skipped>, `warn` a passing testcase whose <system-out> says
+"warn: ..." (a warning never fails a host); a stage that did not run is one skipped testcase
+saying why, a stage that broke one <error>.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+from orchestrator.errors import BadInputError
+from orchestrator.report import RunReport, StageResult
+from orchestrator.validate.health import CHECK_NAMES
+from orchestrator.validate.result import CheckResult
+
+
+def suite_of(check: CheckResult) -> str:
+    if check.name in CHECK_NAMES:
+        return "health"
+    if check.name.startswith("nccl_"):
+        return "nccl"
+    return "gpu"
+
+
+def _case(parent: ET.Element, classname: str, check: CheckResult) -> None:
+    case = ET.SubElement(parent, "testcase", classname=classname, name=check.label, time="0")
+    detail = f"value {check.value} {check.unit}, limit {check.limit}".strip()
+    if check.status == "fail":
+        ET.SubElement(case, "failure", message=check.diagnosis or detail, type="fail").text = detail
+    elif check.status == "skip":
+        ET.SubElement(case, "skipped", message=check.diagnosis or "skipped")
+    elif check.status == "warn":
+        ET.SubElement(case, "system-out").text = f"warn: {check.diagnosis} ({detail})"
+
+
+def _suite(root: ET.Element, name: str, stage: StageResult, checks: Iterable[CheckResult]) -> None:
+    items = list(checks)
+    suite = ET.SubElement(root, "testsuite", name=name)
+    if stage.state == "error":
+        case = ET.SubElement(suite, "testcase", classname=name, name="stage", time="0")
+        ET.SubElement(case, "error", message=stage.note or "error")
+    elif stage.state != "done":
+        case = ET.SubElement(suite, "testcase", classname=name, name="stage", time="0")
+        ET.SubElement(case, "skipped", message=stage.note or stage.state.replace("_", " "))
+    for check in items:
+        _case(suite, name, check)
+    cases = suite.findall("testcase")
+    suite.set("tests", str(len(cases)))
+    suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
+    suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
+    suite.set("skipped", str(sum(1 for c in cases if c.find("skipped") is not None)))
+
+
+def junit_xml(report: RunReport) -> str:
+    root = ET.Element("testsuites", name=f"gpuprov {report.command}")
+    for host in report.hosts:
+        v = host.validation
+        if v.state != "not_run" or report.command in ("validate", "all"):
+            for part in ("health", "gpu", "nccl"):
+                picked = [c for c in v.checks if suite_of(c) == part]
+                if picked or (part == "health" and v.state != "done"):
+                    _suite(root, f"{host.host}.{part}", v, picked)
+        w = host.verification
+        if w.state != "not_run" or report.command in ("verify", "all"):
+            _suite(root, f"{host.host}.verification", w, w.checks)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def check_path(path: str) -> Path:
+    """Before any work: the file's directory must exist (bad input, exit 2)."""
+    p = Path(path)
+    if p.is_dir() or not p.parent.is_dir():
+        raise BadInputError(
+            f"--junit {path}: "
+            + ("is a directory" if p.is_dir() else "its directory does not exist"),
+            fix="give a file path in an existing directory, e.g. --junit results/validate.xml",
+        )
+    return p
+
+
+def write_junit(path: str, report: RunReport) -> None:
+    Path(path).write_text(junit_xml(report), encoding="utf-8")
