@@ -625,13 +625,10 @@ def _mig_role(
             for p in model.mig_profiles
         )
         gpus.append(mig.MigGpu(index, model.model, model.mig, profiles, model.device_ids[0]))
-    config = (
-        mig.parse_config(
-            {"version": "v1", "mig-configs": dict(policy.mig_configs)}, host=facts.host
-        )
-        if policy.mig_configs
-        else mig.MigConfig(layouts={})  # only "disabled" is possible without configs
-    )
+    from orchestrator.roleplans import MigPlan
+
+    # parsed once, as the typed plan carries it (an empty mapping: only "disabled" exists)
+    config = MigPlan.parse(policy.mig_layout, policy.mig_configs, facts.host).parsed
     layouts = mig.validate_layout(facts.host, config, policy.mig_layout, gpus)
     notes.blockers.extend(
         c.removeprefix(f"{facts.host}: ")

@@ -15,7 +15,11 @@ Runs on the session lab; GPUPROV_TEST_LAB=<name> uses a running lab instead."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -143,3 +147,102 @@ def test_the_roles_receive_the_plan(applied: Any) -> None:
         }
         # every planned role's argument check passed with the plan's values; mig never ran
         assert checked == set(plan["gpuprov_roles"]), host
+
+
+# --- planning inside Ansible: plain ansible-playbook, the collection, no gpuprov group_vars --
+
+COLLECTION_REPORT_PLAY = """\
+- name: Run the collection's site playbook
+  ansible.builtin.import_playbook: gpuprov.nvidia.site
+
+- name: Report what the hosts hold after the plan pre-task
+  hosts: gpu_nodes
+  gather_facts: false
+  tasks:
+    - name: Planned variables as the hosts see them
+      ansible.builtin.copy:
+        content: "{{ dict(__keys | zip(__keys | map('extract', hostvars[inventory_hostname])))
+                     | to_json }}"
+        dest: "{{ out_dir }}/{{ inventory_hostname }}.json"
+        mode: "0644"
+      vars:
+        __keys: "{{ __gpuprov_planned_here.vars.keys() | list }}"
+      delegate_to: localhost
+      check_mode: false
+      tags: [always]
+"""
+
+
+@pytest.fixture(scope="module")
+def bare_inventory(precedence_lab: RunningLab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The lab's inventory with only the lab's own group_vars (lab.yml): no
+    inventory/group_vars/all.yml, so no gpuprov_roles and no fleet policy."""
+    root = tmp_path_factory.mktemp("bare")
+    inventory = root / "inventory.ini"
+    shutil.copy(precedence_lab.inventory, inventory)
+    (root / "group_vars").mkdir()
+    lab_vars = precedence_lab.inventory.parent / "group_vars" / "lab.yml"
+    (root / "group_vars" / "lab.yml").symlink_to(lab_vars.resolve())
+    return inventory
+
+
+def _collection_env(work: Path) -> dict[str, str]:
+    """The collection built from this checkout and installed under `work`; an ansible.cfg
+    without the repository's roles_path, so the roles come from the collection."""
+    bin_dir = Path(sys.executable).parent
+    subprocess.run(
+        [str(bin_dir / "ansible-galaxy"), "collection", "build", "--output-path", str(work)],
+        cwd=apply_mod.REPO_ROOT,
+        check=True,
+        capture_output=True,
+    )
+    (tarball,) = work.glob("gpuprov-nvidia-*.tar.gz")
+    collections = work / "collections"
+    install = [str(bin_dir / "ansible-galaxy"), "collection", "install", str(tarball)]
+    subprocess.run([*install, "-p", str(collections)], check=True, capture_output=True)
+    cfg = work / "ansible.cfg"
+    cfg.write_text("[defaults]\nhost_key_checking = True\n")
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")},
+        "ANSIBLE_CONFIG": str(cfg),
+        "ANSIBLE_COLLECTIONS_PATH": str(collections),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+def test_plain_ansible_playbook_plans_like_provision(
+    bare_inventory: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`ansible-playbook gpuprov.nvidia.site` from the installed collection, no plan passed:
+    the collection's probe module and planner action plugin plan each host; the variables
+    the hosts hold equal the plan document `provision apply` would pass (same roles, same
+    values), and every planned role's argument check passes with them (check mode, only the
+    `always` tasks: no package is installed)."""
+    work = tmp_path_factory.mktemp("collection-run")
+    env = _collection_env(work)
+    playbook = work / "site-and-report.yml"
+    playbook.write_text(COLLECTION_REPORT_PLAY)
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(bare_inventory)]
+    argv += [str(playbook), "--check", "--tags", "gpuprov-always-only", "-e", f"out_dir={work}"]
+    done = subprocess.run(
+        argv, cwd=work, env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+    fleet = pipeline._load_inventory(str(bare_inventory), None)
+    detected = pipeline._detect(fleet, Console(quiet=True))
+    policies, plans = pipeline._plan(detected.facts, fleet.hostvars, default_catalog())
+    expected = pipeline._document_vars(list(fleet.hosts), plans, policies)
+    seen = {h: json.loads((work / f"{h}.json").read_text()) for h in fleet.hosts}
+    assert seen == expected
+    # the default callback's output: each planned role's argument check, ok on each host
+    checked: dict[str, set[str]] = {h: set() for h in fleet.hosts}
+    for block in done.stdout.split("\nTASK [")[1:]:
+        header = block.split("]", 1)[0]
+        if "Validating arguments" in header:
+            for host in fleet.hosts:
+                if f"ok: [{host}]" in block:
+                    checked[host].add(header.split(" : ")[0])
+    for host, plan in expected.items():
+        roles = {f"gpuprov.nvidia.{r}" for r in plan["gpuprov_roles"]}  # type: ignore[attr-defined]
+        assert checked[host] == roles, (host, done.stdout[-3000:])

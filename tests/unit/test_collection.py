@@ -46,7 +46,14 @@ def test_the_build_holds_roles_playbooks_and_the_orchestrator_only(built: Path) 
     for role in ROLE_PREFIXES:
         assert f"roles/{role}/meta/argument_specs.yml" in names
     # the site playbook, its plan pre-task, the mig role's applier source, the knob table
-    for path in ("playbooks/site.yml", "playbooks/tasks/plan.yml", "meta/runtime.yml"):
+    for path in (
+        "playbooks/site.yml",
+        "playbooks/tasks/plan.yml",
+        "playbooks/tasks/plan-here.yml",
+        "meta/runtime.yml",
+        "plugins/modules/gpu_probe.py",  # the probe on the host
+        "plugins/action/plan.py",  # gpuprov's planner on its output
+    ):
         assert path in names
     for path in ("orchestrator/mig_apply.py", "orchestrator/knobs.py", "orchestrator/knobs.yaml"):
         assert path in names
@@ -72,6 +79,7 @@ def test_installed_it_runs_as_gpuprov_nvidia_site(built: Path, tmp_path: Path) -
     installed = collections / "ansible_collections" / "gpuprov" / "nvidia"
     assert f"playbook: {installed}/playbooks/site.yml" in tasks
     assert "Take the planned variables as host facts" in tasks
+    assert "Detect the GPUs and plan this host" not in tasks  # included only without a plan
     for role in ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig"):
         assert f"gpuprov.nvidia.{role} : Validating arguments" in tasks
     # the installed collection's knob table is the repository's

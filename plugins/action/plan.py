@@ -1,0 +1,71 @@
+"""gpuprov.nvidia.plan: detect this host's GPUs and plan it with gpuprov's own planner.
+
+Runs gpuprov.nvidia.gpu_probe (the probe of `provision detect`) on the host, then, on the
+controller, the very code `provision plan` runs: orchestrator.parsers, policy (from the host's
+inventory variables), plan and the typed role plans. Returns the host's plan-document entry
+under `vars` (what `provision apply` passes as -e @plan.json), the ordered roles with their
+reasons, and the warnings; a host the planner blocks, or bad policy, fails here, before any
+role runs. The orchestrator package comes from the collection (beside plugins/), else from
+the Python environment.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+
+_ROOT = Path(__file__).resolve().parents[2]  # the collection's root (or the repository's)
+if (_ROOT / "orchestrator" / "plan.py").is_file() and str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+
+class ActionModule(ActionBase):  # type: ignore[misc]
+    TRANSFERS_FILES = False
+    _VALID_ARGS: frozenset[str] = frozenset()
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        from orchestrator.catalog import default_catalog
+        from orchestrator.errors import GpuprovError
+        from orchestrator.knobs import default_table
+        from orchestrator.parsers import parse_host
+        from orchestrator.plan import plan_host
+        from orchestrator.policy import load_policy
+        from orchestrator.probe import probe_script, split_output
+        from orchestrator.roleplans import typed_plan
+
+        result: dict[str, Any] = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        host = str(task_vars["inventory_hostname"])
+        probe = self._execute_module(
+            module_name="gpuprov.nvidia.gpu_probe",
+            module_args={"script": probe_script()},
+            task_vars=task_vars,
+        )
+        if probe.get("failed"):
+            return {**result, **probe}
+        # The host's own variables (inventory, group_vars, host_vars), not the play's role
+        # defaults: the same policy `provision` reads from the inventory.
+        own = task_vars["hostvars"][host]
+        table = default_table()
+        policy_vars = {k: own[k] for k in own if table.is_guarded(str(k))}
+        try:
+            facts = parse_host(host, split_output(host, str(probe.get("stdout", ""))))
+            policy = load_policy(host, policy_vars)
+            plan = plan_host(facts, policy, default_catalog(), today=dt.datetime.now(dt.UTC).date())
+            typed = typed_plan(plan, policy, facts.loaded_driver)
+        except GpuprovError as exc:
+            return {**result, "failed": True, "msg": str(exc)}
+        result.update(
+            changed=False,
+            vars=typed.document_vars(),
+            roles=[{"name": r.name, "reason": r.reason, "change": r.change} for r in plan.roles],
+            plan_warnings=list(plan.warnings),
+            gpus=plan.gpu_summary,
+        )
+        if plan.blocked:
+            result.update(failed=True, msg=f"{host}: blocked: " + "; ".join(plan.blockers))
+        return result
