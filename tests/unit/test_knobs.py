@@ -77,7 +77,7 @@ def _copies(path: Path, text: str) -> list[str]:
         if path.suffix == ".py":
             if re.search(rf"get\(\s*['\"]{name}['\"]\s*,", text):
                 found.append(f"{rel}: .get({name!r}, <default>)")
-            if isinstance(value, str) and "/" in value and f'"{value}"' in text:
+            if isinstance(value, str) and len(value) > 1 and "/" in value and f'"{value}"' in text:
                 found.append(f"{rel}: {name}'s default {value!r} as a literal")
         if path == GROUP_VARS and re.search(rf"^#\s*{name}:", text, re.MULTILINE):
             found.append(f"{rel}: {name} written by hand")

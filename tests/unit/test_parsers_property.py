@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from orchestrator.parsers import ParseError, names, parse_host
 from orchestrator.parsers.driver_version import parse_driver_version, parse_nvrm_line
 from orchestrator.parsers.gpus_information import parse_gpus_information
+from orchestrator.parsers.infiniband import parse_infiniband_vpd
 from orchestrator.parsers.kernel_log import parse_kernel_log
 from orchestrator.parsers.mig import parse_lci, parse_lgi, parse_lgip, parse_lgipp
 from orchestrator.parsers.mig_lcip import parse_lcip
@@ -52,6 +53,7 @@ PARSERS: dict[str, tuple[Callable[[str], Any], str | None]] = {
     "parse_nvrm_line": (parse_nvrm_line, names.PROC_DRIVER_VERSION),
     "parse_gpus_information": (parse_gpus_information, names.PROC_GPUS_INFORMATION),
     "parse_kernel_log": (parse_kernel_log, names.KERNEL_LOG),
+    "parse_infiniband_vpd": (parse_infiniband_vpd, names.INFINIBAND_VPD),
     "parse_lgip": (parse_lgip, names.SMI_MIG_LGIP),
     "parse_lgipp": (parse_lgipp, names.SMI_MIG_LGIPP),
     "parse_lgi": (parse_lgi, names.SMI_MIG_LGI),
