@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -32,6 +33,7 @@ from typing import Any
 
 import pytest
 import testinfra
+import yaml
 
 from orchestrator.lab.running import RunningLab
 
@@ -110,6 +112,7 @@ class Converged:
     second: PlaybookRun
     check: PlaybookRun
     versions: Mapping[str, str]  # host -> the exact driver version the role resolved
+    lab_key_fingerprint: str  # of the lab's throwaway repository key (group_vars/lab.yml)
 
     def playbook(self, *args: str) -> PlaybookRun:
         return run_playbook(self.lab, self.workdir, *args)
@@ -175,7 +178,9 @@ def converged(driver_lab: RunningLab, tmp_path_factory: pytest.TempPathFactory) 
     versions = {
         name: json.loads(lab.ssh(name, f"cat {STATE_FILE}").stdout)["version"] for name in lab.hosts
     }
-    return Converged(lab, plan, workdir, fresh, first, second, check, versions)
+    lab_vars = yaml.safe_load((lab.inventory.parent / "group_vars" / "lab.yml").read_text())
+    fingerprint = str(lab_vars["gpuprov_lab_repo_key_fingerprint"])
+    return Converged(lab, plan, workdir, fresh, first, second, check, versions, fingerprint)
 
 
 @pytest.fixture(params=OSES)
@@ -396,3 +401,139 @@ def test_fabric_not_completed_fails_with_the_fix(converged: Converged) -> None:
     assert run.rc != 0
     assert "Fabric State is Not Started" in run.output
     assert "systemctl status nvidia-fabricmanager" in run.output
+
+
+# --- known wrong behaviours on real hosts (each failed before its fix) ---------------------
+
+PERSISTENCED_D = "/etc/systemd/system/nvidia-persistenced.service.d"
+
+
+def _persistence(converged: Converged, name: str) -> set[str]:
+    done = converged.lab.ssh(name, "nvidia-smi --query-gpu=persistence_mode --format=csv,noheader")
+    return {line.strip() for line in done.stdout.splitlines() if line.strip()}
+
+
+def test_a_unit_started_with_no_persistence_mode_ends_with_persistence_on(
+    converged: Converged,
+) -> None:
+    """Ubuntu's packaged unit (canonical/nvidia-graphics-drivers debian/nvidia-persistenced.
+    service @745a97b) runs `nvidia-persistenced --user nvidia-persistenced
+    --no-persistence-mode --verbose`: the daemon runs and persistence stays off. Here the
+    same flag is added to the lab's unit by a drop-in; the role must end with persistence on
+    (and gpuprov's own persistence check passing), and a rerun changes nothing."""
+    name = converged.lab.host_for("debian12")
+    lab = converged.lab
+    exec_start = lab.ssh(
+        name, "systemctl show --property=ExecStart --value nvidia-persistenced"
+    ).stdout
+    argv = re.search(r"argv\[\]=([^;]*)", exec_start)
+    assert argv, exec_start
+    ubuntu_like = (
+        "# test: the command line of Ubuntu's packaged unit (--no-persistence-mode)\n"
+        f"[Service]\nExecStart=\nExecStart={argv[1].strip()} --no-persistence-mode\n"
+    )
+    dropin = f"{PERSISTENCED_D}/ubuntu-packaged.conf"
+    setup = (
+        f"rm -f {PERSISTENCED_D}/zz-gpuprov-persistence-mode.conf && "
+        f"printf '%s' {shlex.quote(ubuntu_like)} > {dropin} && "
+        "systemctl daemon-reload && systemctl restart nvidia-persistenced"
+    )
+    assert lab.ssh(name, setup).returncode == 0
+    args = (str(converged.workdir / "converge.yml"), "-e", f"@{converged.workdir / 'plan.json'}")
+    try:
+        assert _persistence(converged, name) == {"Disabled"}, "the flag must leave it off"
+        run = converged.playbook(*args, "--limit", name)
+        assert run.rc == 0, run.output[-4000:]
+        assert _persistence(converged, name) == {"Enabled"}
+        rerun = converged.playbook(*args, "--limit", name)
+        assert rerun.rc == 0 and rerun.recap[name]["changed"] == 0, rerun.output[-4000:]
+    finally:
+        lab.ssh(
+            name,
+            f"rm -f {dropin} {PERSISTENCED_D}/zz-gpuprov-persistence-mode.conf && "
+            "systemctl daemon-reload && systemctl restart nvidia-persistenced",
+        )
+
+
+def test_initramfs_is_rebuilt_before_the_driver_loads_and_a_rerun_does_not_again(
+    converged: Converged,
+) -> None:
+    """The nouveau blacklist must be in the initramfs before any module load or reboot (it
+    was a handler, run at the end of the play: after the load or the reboot). The lab's hosts
+    have no update-initramfs: a stand-in records when it runs."""
+    name = converged.lab.host_for("debian12")
+    lab = converged.lab
+    log = "/var/log/gpuprov-test-initramfs.log"
+    tool = "/usr/sbin/update-initramfs"
+    shim = f'#!/bin/sh\necho "update-initramfs $* $(date +%s.%N)" >> {log}\n'
+    unload = (
+        "systemctl stop nvidia-fabricmanager nvidia-persistenced && modprobe -r nvidia_uvm nvidia"
+    )
+    setup = (
+        f"printf '%s' {shlex.quote(shim)} > {tool} && chmod 755 {tool} && rm -f {log} "
+        f"/etc/modprobe.d/gpuprov-blacklist-nouveau.conf "
+        f"/var/lib/gpuprov/initramfs-nouveau-blacklist && {unload}"
+    )
+    assert lab.ssh(name, setup).returncode == 0
+    args = (str(converged.workdir / "converge.yml"), "-e", f"@{converged.workdir / 'plan.json'}")
+    try:
+        run = converged.playbook(*args, "--limit", name)
+        rerun = converged.playbook(*args, "--limit", name)
+        calls = lab.ssh(name, f"cat {log}").stdout.splitlines()
+    finally:
+        lab.ssh(name, f"rm -f {tool} {log}")
+    assert run.rc == 0, run.output[-4000:]
+    order = [
+        m[1]
+        for m in re.finditer(
+            r"^(?:TASK|RUNNING HANDLER) \[nvidia_driver : ([^\]]+)\][^\n]*\n"
+            r"(?:(?!TASK |RUNNING HANDLER )[^\n]*\n)*?changed: \[",
+            run.output,
+            re.MULTILINE,
+        )
+    ]
+    rebuilt = [t for t in order if "initramfs" in t.lower()]
+    assert rebuilt and "Load the driver" in order, order
+    assert order.index(rebuilt[0]) < order.index("Load the driver"), order
+    assert calls == [c for c in calls if c.startswith("update-initramfs -u -k all ")]
+    assert len(calls) == 1, f"rebuilt once, not again on the rerun: {calls}"
+    assert rerun.rc == 0 and rerun.recap[name]["changed"] == 0, rerun.output[-4000:]
+    assert "Reboot to load the driver" not in re.findall(
+        r"TASK \[nvidia_driver : ([^\]]+)\][^\n]*\nchanged:", rerun.output
+    )
+
+
+def test_a_key_with_another_fingerprint_stops_the_role_before_any_install(
+    converged: Converged, tmp_path: Path
+) -> None:
+    """The key is fetched again on every run and compared: a mismatch stops the role with
+    the key's fingerprint in the message, exit 1 from `provision apply`, nothing installed."""
+    name = converged.lab.host_for("debian12")
+    lab = converged.lab
+    wrong = "0" * 40
+    packages = "dpkg-query -W --showformat='${Package} ${Version} ${db:Status-Abbrev}\\n'"
+    before = lab.ssh(name, packages).stdout
+    host_vars = lab.inventory.parent / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    mine = host_vars / f"{name}.yml"
+    mine.write_text(f"---\nnvidia_driver_cuda_repo_key_fingerprints: ['{wrong}']\n")
+    report = tmp_path / "report.json"
+    try:
+        proc = subprocess.run(
+            [str(BIN / "provision"), "--inventory", str(lab.inventory), "--report", str(report),
+             "apply", "--limit", name],
+            cwd=REPO,
+            env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"},
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )  # fmt: skip
+    finally:
+        mine.unlink()
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    flat = " ".join((proc.stdout + proc.stderr + report.read_text()).split())
+    found = converged.lab_key_fingerprint
+    assert f"has fingerprint {found}, expected {wrong}" in flat, flat[-3000:]
+    assert "Nothing was installed" in flat
+    assert lab.ssh(name, packages).stdout == before, "packages changed"
