@@ -99,7 +99,7 @@ class DnfLab:
         found = [ln.split()[1] for ln in lines if ln.startswith("nvidia-driver ")]
         return found[0] if found else ""
 
-    def converge(self, dist: str, **overrides: Any) -> Run:
+    def converge(self, dist: str, *args: str, **overrides: Any) -> Run:
         os_data, releasever = OS_DATA[dist]
         repo = f"file://{SERVED}/compute/cuda/repos/{dist}/x86_64/"
         key = self.sh(
@@ -147,7 +147,7 @@ class DnfLab:
         env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
         start = time.monotonic()
         done = subprocess.run(
-            [str(BIN / "ansible-playbook"), "-i", str(self.lab.inventory), str(path)],
+            [str(BIN / "ansible-playbook"), "-i", str(self.lab.inventory), *args, str(path)],
             cwd=REPO,
             env=env,
             capture_output=True,
@@ -216,6 +216,13 @@ def test_rhel9_first_run_second_run_and_branch_change(dnf_lab: DnfLab) -> None:
 
     second = dnf_lab.converge("rhel9", nvidia_driver_branch="570", nvidia_driver_flavour="open")
     assert second.rc == 0 and second.changed == 0, second.output[-4000:]
+
+    # Check mode shows the branch change and changes nothing (no stream, no package).
+    check = dnf_lab.converge("rhel9", "--check", nvidia_driver_branch="580")
+    assert check.rc == 0 and check.changed > 0, check.output[-4000:]
+    assert f"would install kmod-nvidia-open-dkms-{new}" in check.output
+    assert dnf_lab.enabled_stream("rhel9") == "570-open"
+    assert nvidia(dnf_lab.installed("rhel9")) == expected(570, "open", old)
 
     # 570 -> 580: reset + enable, across the fabric manager / nscq rename.
     change = dnf_lab.converge("rhel9", nvidia_driver_branch="580", nvidia_driver_flavour="open")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from orchestrator.catalog import default_catalog
 from orchestrator.parsers import parse_host
@@ -189,3 +190,13 @@ def test_amazon_linux_gets_docker_from_the_distribution() -> None:
     assert any("Docker's repository has no Amazon Linux path" in w for w in p.warnings)
     other = plan(RHEL_96, gpuprov_roles=["nvidia_driver", "docker"])
     assert role(other, "docker").vars["docker_source"] == "docker"
+
+
+def test_a_catalog_os_without_a_release_rule_is_refused() -> None:
+    from orchestrator.catalog import DEFAULT_PATH, parse_catalog
+    from orchestrator.errors import CatalogError
+
+    data = yaml.safe_load(DEFAULT_PATH.read_text(encoding="utf-8"))
+    del data["os_release_keys"]["amzn"]
+    with pytest.raises(CatalogError, match="os_release_keys has no rule for 'amzn'"):
+        parse_catalog(data)

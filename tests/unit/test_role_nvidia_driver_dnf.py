@@ -232,3 +232,77 @@ def test_every_name_the_role_installs_is_in_the_reference_generated_doubles(
         assert {f"{branch}-open", f"{branch}-dkms"} <= streams
     assert {"open-dkms", "latest-dkms"} <= streams
     assert {repo.default_stream for repo in doubles if repo.streams} == {"open-dkms"}
+
+
+def test_lockstep_plan_across_a_branch_change_keeps_installed_headers(tmp_path: Path) -> None:
+    """The role's own "Work out what to install, remove and unlock" task (read from
+    packages-dnf.yml) on what dnf reports for a host moving 570 -> 580.95.05 with headers
+    installed: only what differs is installed, the old scheme is removed, stale locks go."""
+    tasks = yaml.safe_load((REPO / "roles/nvidia_driver/tasks/packages-dnf.yml").read_text())
+    work = next(t for t in tasks if t["name"].startswith("Work out what to install"))
+    kernel = f"kernel-devel-{KERNEL_EL9}"
+    facts = {
+        "__nvidia_driver_set": {
+            "versioned": ["kmod-nvidia-open-dkms", "nvidia-driver-cuda"],
+            "unversioned": [],
+        },
+        "__nvidia_driver_fabricmanager_set": list(model.fabric_names(REF, 580)),
+        "__nvidia_driver_held": [
+            "kmod-nvidia-open-dkms",
+            "nvidia-driver-cuda",
+            *model.fabric_names(REF, 580),
+        ],
+        "__nvidia_driver_dnf_headers": [kernel, "kernel-headers"],
+        "__nvidia_driver_resolved_version": "580.95.05",
+        # repoquery --installed: "<name> <version> <nvra>"
+        "__nvidia_driver_dnf_installed": {
+            "stdout_lines": [
+                "kmod-nvidia-open-dkms 580.95.05 kmod-nvidia-open-dkms-580.95.05-1.el9.x86_64",
+                "nvidia-driver-cuda 570.195.03 nvidia-driver-cuda-570.195.03-1.el9.x86_64",
+                f"kernel-devel 5.14.0 {KERNEL_EL9.replace('5.14.0-', 'kernel-devel-5.14.0-')}",
+                "kernel-headers 5.14.0 kernel-headers-5.14.0-427.13.1.el9_4.x86_64",
+            ]
+        },
+        "__nvidia_driver_dnf_family_installed": {
+            "stdout_lines": ["kmod-nvidia-open-dkms", *model.fabric_names(REF, 570)]
+        },
+        "__nvidia_driver_locks": {
+            "stdout_lines": [
+                "nvidia-driver-cuda-3:570.195.03-1.el9.*",
+                "nvidia-fabric-manager-0:570.195.03-1.*",
+                "kmod-nvidia-open-dkms-3:580.95.05-1.el9.*",
+            ]
+        },
+    }
+    show = "{{ [__nvidia_driver_dnf_to_install, __nvidia_driver_dnf_retire,"
+    show += " __nvidia_driver_dnf_unlock] }}"
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars": facts,
+            "tasks": [
+                work,
+                {"ansible.builtin.copy": {"dest": str(tmp_path / "out.json"), "content": show}},
+            ],
+        }
+    ]
+    (tmp_path / "p.yml").write_text(yaml.safe_dump(play), "utf-8")
+    proc = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", "p.yml"],
+        cwd=tmp_path,
+        env={**os.environ, "ANSIBLE_PYTHON_INTERPRETER": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    install, retire, unlock = json.loads((tmp_path / "out.json").read_text())
+    assert install == [
+        "nvidia-driver-cuda-580.95.05",
+        "nvidia-fabricmanager-580.95.05",
+        "libnvidia-nscq-580.95.05",
+    ]
+    assert retire == ["nvidia-fabric-manager", "libnvidia-nscq-570"]
+    assert unlock == ["nvidia-driver-cuda", "nvidia-fabric-manager"]
