@@ -76,3 +76,31 @@ def test_a_failing_server_is_a_lab_error_naming_its_log(stand_in: Path, tmp_path
 def test_without_the_repository_code_there_is_nothing_to_serve(tmp_path: Path) -> None:
     assert doubles.serve(tmp_path / "absent", tmp_path / "state", "gpuprov-lab-a") is None
     assert doubles.stop(tmp_path / "absent", tmp_path / "state", "gpuprov-lab-a") is False
+
+
+def test_the_real_repository_code_offers_the_hook_api() -> None:
+    # The lab imports tests/lab/aptrepo through this hook: its entry points and the variables
+    # the lab inventory needs (labinventory.DRIVER_FROM_DOUBLES) must stay.
+    from orchestrator.lab.hosts import APTREPO_DIR
+
+    aptrepo = doubles._module(APTREPO_DIR)
+    assert aptrepo is not None
+    for name in ("ensure_served", "lab_policy", "stop"):
+        assert callable(getattr(aptrepo, name))
+    served = aptrepo.ServedRepo(
+        "http://10.213.7.1:8089",
+        "0" * 40,
+        1,
+        "libnvidia-container/stable/deb/amd64",
+        ("compute/cuda/repos/debian12/x86_64", "compute/cuda/repos/debian13/x86_64"),
+    )
+    policy = aptrepo.lab_policy(served)
+    assert policy["gpuprov_lab_repo_key_url"] == "http://10.213.7.1:8089/gpgkey"
+    # NVIDIA's URL layout: https://developer.download.nvidia.com/compute/cuda/repos/<os>/x86_64/
+    assert str(policy["gpuprov_lab_cuda_repo_url"]).startswith(
+        "http://10.213.7.1:8089/compute/cuda/repos/"
+    )
+    assert served.cuda_url("debian13").endswith("/compute/cuda/repos/debian13/x86_64")
+    assert policy["nvidia_container_toolkit_repo_base_url"] == (
+        "http://10.213.7.1:8089/libnvidia-container/stable"
+    )

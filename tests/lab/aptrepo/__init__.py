@@ -1,10 +1,13 @@
-"""The lab's local, signed apt repository of TEST DOUBLES for NVIDIA-only packages.
+"""The lab's local, signed apt repositories of TEST DOUBLES, generated from the reference
+(tests/recorded/reference/packages.yaml): NVIDIA's debian12/debian13 CUDA repositories, the
+container toolkit's, and index-only replays of the Ubuntu CUDA repositories and Canonical's
+archive (aptrepo.replay.simulate resolves against them with real apt). See README.md.
 
 Entry points for the lab (tests/lab/conftest.py, `provision lab up`):
 
     from aptrepo import ensure_served, lab_policy, stop
     repo = ensure_served(Path(".lab/.aptrepo"))      # build if needed, serve, idempotent
-    policy = lab_policy(repo, "debian12")             # role variables for group_vars/lab.yml
+    policy = lab_policy(repo)                         # role variables for group_vars/lab.yml
     stop(Path(".lab/.aptrepo"))
 
 (`tests/lab` on sys.path: pytest puts it there for tests/lab/conftest.py.) Also a CLI:

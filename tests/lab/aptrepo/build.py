@@ -15,16 +15,33 @@ import os
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from email.utils import formatdate
 from pathlib import Path
 
-from aptrepo.packages import CUDA_REPOS, TOOLKIT_REPO, Package, all_packages
+from aptrepo import reference
+from aptrepo.graphs import replay_packages
+from aptrepo.packages import (
+    CUDA_OSES,
+    CUDA_REPOS,
+    GENERATED_SCRIPTS,
+    TOOLKIT_REPO,
+    Package,
+    all_packages,
+    cuda_key_file,
+)
 
 PAYLOAD = Path(__file__).resolve().parent / "payload"
 KEY_UID = "gpuprov lab test-double repository (throwaway key) <lab@gpuprov.invalid>"
 SOURCE_DATE_EPOCH = 1764374400  # 2025-11-29: fixed so rebuilt packages are byte-identical
 TOOLKIT_COMMIT = "0000000000000000000000000000000000000000"
+
+
+def default_state_dir() -> Path:
+    """Where the lab keeps the repository: <repo>/.lab/.aptrepo (GPUPROV_LAB_DIR overrides .lab)."""
+    base = os.environ.get("GPUPROV_LAB_DIR") or str(Path(__file__).resolve().parents[3] / ".lab")
+    return Path(base) / ".aptrepo"
 
 
 class AptRepoBuildError(RuntimeError):
@@ -51,18 +68,23 @@ def _run(argv: list[str], *, env: dict[str, str] | None = None, stdin: str | Non
 def inputs_digest() -> str:
     """Digest of everything a build reads: rebuild only when the test doubles change."""
     digest = hashlib.sha256()
-    payload = [p for p in PAYLOAD.iterdir() if p.is_file()]
-    for path in sorted([*payload, Path(__file__), Path(__file__).with_name("packages.py")]):
-        digest.update(path.name.encode())
+    here = Path(__file__).resolve().parent
+    inputs = [p for p in PAYLOAD.rglob("*") if p.is_file()]
+    inputs += [*here.glob("*.py"), reference.SELECTION, reference.REFERENCE]
+    for path in sorted(inputs):
+        digest.update(str(path.relative_to(here.parents[2])).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
 def _substitute(text: str, package: Package) -> str:
-    return text.replace("@VERSION@", package.upstream).replace("@COMMIT@", TOOLKIT_COMMIT)
+    text = text.replace("@VERSION@", package.upstream).replace("@COMMIT@", TOOLKIT_COMMIT)
+    for key, value in package.substitutions.items():
+        text = text.replace(key, value)
+    return text
 
 
-def _control(package: Package, installed_kib: int) -> str:
+def _control(package: Package, installed_kib: int, *, index_only: bool = False) -> str:
     fields = {
         "Package": package.name,
         "Version": package.version,
@@ -74,7 +96,12 @@ def _control(package: Package, installed_kib: int) -> str:
         **({"Depends": ", ".join(package.depends)} if package.depends else {}),
         **package.extra_control,
         "Description": f"{package.description}\n"
-        " TEST DOUBLE built by gpuprov's lab (tests/lab/aptrepo): not NVIDIA's package.",
+        " TEST DOUBLE built by gpuprov's lab (tests/lab/aptrepo): not NVIDIA's package.\n"
+        + (
+            " Index-only: no package file exists (for apt-get --simulate)."
+            if index_only
+            else f" See /usr/share/doc/{package.name}/README.test-double."
+        ),
     }
     return "".join(f"{key}: {value}\n" for key, value in fields.items())
 
@@ -86,21 +113,36 @@ def build_deb(package: Package, out_dir: Path) -> Path:
         for item in package.files:
             target = root / item.target
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(_substitute((PAYLOAD / item.source).read_text(), package))
+            if item.link is not None:
+                target.symlink_to(item.link)
+                continue
+            text = item.content if item.content is not None else (PAYLOAD / item.source).read_text()
+            target.write_text(_substitute(text, package))
             target.chmod(item.mode)
         doc = root / "usr/share/doc" / package.name / "README.test-double"
         doc.parent.mkdir(parents=True, exist_ok=True)
         doc.write_text(
             f"{package.name} {package.version} is a TEST DOUBLE from gpuprov's lab\n"
-            "(tests/lab/aptrepo), not NVIDIA's package. See that directory's README.md.\n"
+            "(tests/lab/aptrepo), not NVIDIA's package. See that directory's README.md.\n\n"
+            + package.origin.text()
         )
         size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
-        control = root / "DEBIAN" / "control"
-        control.parent.mkdir(parents=True)
-        control.write_text(_control(package, max(1, size // 1024)))
+        debian = root / "DEBIAN"
+        debian.mkdir(parents=True)
+        (debian / "control").write_text(_control(package, max(1, size // 1024)))
+        if package.conffiles:
+            (debian / "conffiles").write_text("".join(f"{c}\n" for c in package.conffiles))
+        for script, source in package.scripts.items():
+            text = GENERATED_SCRIPTS.get(source) or (PAYLOAD / source).read_text()
+            (debian / script).write_text(_substitute(text, package))
+            (debian / script).chmod(0o755)
         for directory, _, files in os.walk(root):
             for name in [*files, ""]:
-                os.utime(Path(directory) / name, (SOURCE_DATE_EPOCH, SOURCE_DATE_EPOCH))
+                os.utime(
+                    Path(directory) / name,
+                    (SOURCE_DATE_EPOCH, SOURCE_DATE_EPOCH),
+                    follow_symlinks=False,
+                )
         deb = out_dir / f"{package.name}_{package.version}_amd64.deb"
         env = {**os.environ, "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH)}
         _run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)], env=env)
@@ -118,8 +160,30 @@ def _packages_stanza(deb: Path) -> str:
     )
 
 
-def _write_indexes(directory: Path, label: str) -> None:
-    stanzas = [_packages_stanza(deb) for deb in sorted(directory.glob("*.deb"))]
+def _replay_stanza(package: Package) -> str:
+    """An index-only stanza: no .deb behind it (apt-get --simulate never downloads)."""
+    return (
+        _control(package, 1, index_only=True).rstrip("\n")
+        + f"\nFilename: ./{package.name}_{package.version}_amd64.deb\nSize: 1\n"
+    )
+
+
+def write_replay(root: Path) -> None:
+    """The Ubuntu replays (aptrepo/graphs.py) as flat, index-only repositories."""
+    by_repo: dict[str, list[Package]] = {}
+    for package in replay_packages():
+        by_repo.setdefault(package.repo, []).append(package)
+    for repo, packages in by_repo.items():
+        directory = root / repo
+        directory.mkdir(parents=True, exist_ok=True)
+        unique = {(p.name, p.version): p for p in packages}  # one signatures package per kernel
+        order = [unique[key] for key in sorted(unique)]
+        _write_indexes(directory, repo, [_replay_stanza(p) for p in order])
+
+
+def _write_indexes(directory: Path, label: str, stanzas: list[str] | None = None) -> None:
+    if stanzas is None:
+        stanzas = [_packages_stanza(deb) for deb in sorted(directory.glob("*.deb"))]
     packages = "\n".join(stanzas).encode()
     (directory / "Packages").write_bytes(packages)
     (directory / "Packages.gz").write_bytes(gzip.compress(packages, mtime=SOURCE_DATE_EPOCH))
@@ -173,16 +237,21 @@ def _build_locked(state_dir: Path) -> BuiltRepo:
     digest = inputs_digest()
     if not (stamp.exists() and stamp.read_text() == digest and root.is_dir()):
         shutil.rmtree(root, ignore_errors=True)
-        for package in all_packages():
-            directory = root / package.repo
-            directory.mkdir(parents=True, exist_ok=True)
-            build_deb(package, directory)
+        packages = all_packages()
+        for directory in {package.repo for package in packages}:
+            (root / directory).mkdir(parents=True, exist_ok=True)
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(lambda p: build_deb(p, root / p.repo), packages))
         for repo in (TOOLKIT_REPO, *CUDA_REPOS):
-            _write_indexes(root / repo, repo.split("/")[0])
+            _write_indexes(root / repo, repo)
             _sign(home, fingerprint, root / repo)
+        write_replay(root)
         armored = _gpg(home, "--armor", "--export", fingerprint)
         (root / "gpgkey").write_text(armored)
         (root / "libnvidia-container" / "gpgkey").write_text(armored)
+        for os_key, repo in zip(CUDA_OSES, CUDA_REPOS, strict=True):
+            # The key file named as NVIDIA's for that repository (3bf863cc.pub, 8793F200.pub).
+            (root / repo / cuda_key_file(os_key)).write_text(armored)
         stamp.write_text(digest)
     return BuiltRepo(root, fingerprint, TOOLKIT_REPO, CUDA_REPOS)
 

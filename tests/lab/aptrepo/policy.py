@@ -6,15 +6,17 @@ from aptrepo.packages import TOOLKIT_VERSIONS
 from aptrepo.serve import ServedRepo
 
 # CUDA-style directory per host, chosen on the host (debian12 / debian13).
-_CUDA_DIR = "cuda/repos/{{ ansible_facts['distribution'] | lower }}"
+_CUDA_DIR = "compute/cuda/repos/{{ ansible_facts['distribution'] | lower }}"
 _CUDA_DIR += "{{ ansible_facts['distribution_major_version'] }}/x86_64"
 
 
 def lab_policy(repo: ServedRepo) -> dict[str, object]:
     """Variables for the lab's group_vars: the toolkit (and FM/nscq) from the test doubles.
 
-    `gpuprov_lab_cuda_repo_url` / `gpuprov_lab_repo_key_url` are for the driver role's
-    fabric manager and nscq packages (nvidia-fabricmanager-<branch>, libnvidia-nscq-<branch>).
+    `gpuprov_lab_cuda_repo_url` / `gpuprov_lab_repo_key_url`: the double of NVIDIA's CUDA
+    repository for the host's Debian release (compute/cuda/repos/debian12/x86_64, like
+    NVIDIA's URL; its key file, e.g. 3bf863cc.pub, is there too): driver packages of 575, 580
+    and 595 with Debian-style names, fabric manager / nscq per the 580 rename.
     """
     return {
         "nvidia_container_toolkit_repo_base_url": repo.toolkit_base_url,

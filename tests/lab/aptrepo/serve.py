@@ -42,6 +42,10 @@ class ServedRepo:
     def key_url(self) -> str:
         return f"{self.base_url}/gpgkey"
 
+    def replay_url(self, os_key: str, kind: str) -> str:
+        """An index-only Ubuntu replay (kind: cuda | canonical); for apt-get --simulate."""
+        return f"{self.base_url}/replay/{os_key}/{kind}"
+
     @property
     def toolkit_url(self) -> str:
         return f"{self.base_url}/{self.toolkit_dir}"
@@ -52,8 +56,8 @@ class ServedRepo:
         return self.toolkit_url.rsplit("/deb/", 1)[0]
 
     def cuda_url(self, os_id: str) -> str:
-        """The CUDA-style repository (fabric manager, nscq) for `debian12` or `debian13`."""
-        match = [d for d in self.cuda_dirs if d.split("/")[2] == os_id]
+        """The CUDA repository double for `debian12` or `debian13`, at NVIDIA's path."""
+        match = [d for d in self.cuda_dirs if f"/{os_id}/" in f"/{d}/"]
         if not match:
             raise AptRepoServeError(f"no test-double CUDA repository for {os_id!r}")
         return f"{self.base_url}/{match[0]}"
