@@ -188,25 +188,11 @@ class HostFacts:
     errors: tuple[str, ...] = ()  # probe parts that failed (non-fatal)
     held_packages: frozenset[str] = frozenset()  # apt-mark hold / dnf versionlock
     services: dict[str, ServiceState] = field(default_factory=dict)  # "docker" -> state
+    infiniband: tuple[InfinibandDevice, ...] = ()  # /sys/class/infiniband, with VPD marks
     xids: tuple[XidEvent, ...] = ()
     uptime_s: float | None = None  # /proc/uptime when detected; ages Xid events
     upgrade: UpgradeState | None = None  # a driver upgrade recorded on the host, if any
     arch: str = ""  # `uname -m`: "x86_64", "aarch64"; "" when unknown
-    infiniband: tuple[InfinibandDevice, ...] = ()  # /sys/class/infiniband, with VPD marks
-
-    @property
-    def nvlink5(self) -> bool:
-        """An NVLink5 fabric (HGX B200/B300): an InfiniBand device's VPD says SW_MNG."""
-        return any(d.sw_mng for d in self.infiniband)
-
-    @property
-    def nvlink5_ports(self) -> tuple[str, ...]:
-        return tuple(d.name for d in self.infiniband if d.sw_mng)
-
-    @property
-    def nvlink5_missing_modules(self) -> tuple[str, ...]:
-        """NVLINK5_MODULES not loaded at detection."""
-        return tuple(m for m in NVLINK5_MODULES if m not in self.loaded_modules)
 
     @property
     def nvidia_pci(self) -> tuple[PciDevice, ...]:
@@ -222,3 +208,17 @@ class HostFacts:
         """NVIDIA bridge-class devices (0x06xxxx): where NVSwitches appear; the catalog
         decides which device ids are NVSwitches."""
         return tuple(d for d in self.nvidia_pci if d.class_code >> 16 == 0x06)
+
+    @property
+    def nvlink5(self) -> bool:
+        """An NVLink5 fabric (HGX B200/B300): an InfiniBand device's VPD says SW_MNG."""
+        return any(d.sw_mng for d in self.infiniband)
+
+    @property
+    def nvlink5_ports(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.infiniband if d.sw_mng)
+
+    @property
+    def nvlink5_missing_modules(self) -> tuple[str, ...]:
+        """NVLINK5_MODULES not loaded at detection."""
+        return tuple(m for m in NVLINK5_MODULES if m not in self.loaded_modules)

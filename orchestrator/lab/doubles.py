@@ -61,7 +61,13 @@ def serve(aptrepo_dir: Path, state_dir: Path, network: str) -> dict[str, object]
             fix=f"read {state_dir / f'server-{network}.log'}; check `docker network inspect "
             f"{network}`",
         ) from exc
-    return dict(policy)
+    variables = dict(policy)
+    # The lab's repositories (the toolkit's too) are signed with the repository's throwaway
+    # key: the roles' key checks expect its fingerprint, not the vendor's.
+    fingerprint = getattr(repo, "fingerprint", None)
+    if isinstance(fingerprint, str) and fingerprint:
+        variables.setdefault("nvidia_container_toolkit_repo_key_fingerprint", fingerprint)
+    return variables
 
 
 def split_owned(variables: Mapping[str, object]) -> tuple[dict[str, object], list[str]]:

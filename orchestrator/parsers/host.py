@@ -181,9 +181,9 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
         errors=tuple(c.errors),
         held_packages=packages.held,
         services=services,
+        infiniband=infiniband,
         xids=kernel_log.xids if kernel_log else (),
         uptime_s=c.parse(names.PROC_UPTIME, _uptime, None),
         upgrade=upgrade,
         arch=_arch(raw),
-        infiniband=infiniband,
     )

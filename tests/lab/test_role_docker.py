@@ -153,3 +153,37 @@ def test_a_container_from_an_image_built_on_the_host_runs(
     for host in runtime_lab.hosts:
         out = sh(runtime_lab, host, BUILD_AND_RUN.format(tag="gpuprov-test/tiny:1", runtime="runc"))
         assert out.strip().splitlines()[-1] == "hello from a locally built image"
+
+
+def test_a_docker_repository_key_with_another_fingerprint_stops_before_any_change(
+    runtime_lab: RunningLab, policy: dict[str, object], converged: tuple[Run, Run], tmp_path: Path
+) -> None:
+    """docker_source=docker with a key that is not Docker's (a fresh one, served from the
+    host's own disk): the role stops before it removes docker.io or adds the repository, and
+    names both fingerprints. (The lab has no docker-ce test doubles, so the accepted-key path
+    is covered for the toolkit's repository, whose check is the same code.)"""
+    host = runtime_lab.host_for("debian12")
+    make = (
+        "export GNUPGHOME=$(mktemp -d) && "
+        "gpg --batch --passphrase '' --quick-gen-key 'not docker <x@invalid>' "
+        "ed25519 sign never 2>/dev/null && gpg --batch --armor --export > /root/not-docker.asc && "
+        "gpg --batch --with-colons --show-keys /root/not-docker.asc | grep -m1 '^fpr' | "
+        'cut -d: -f10 && rm -rf "$GNUPGHOME"'
+    )
+    wrong = sh(runtime_lab, host, make).strip()
+    state = "dpkg-query -W docker.io; ls /etc/apt/sources.list.d /etc/apt/keyrings 2>&1"
+    before = sh(runtime_lab, host, state)
+    bad = {
+        **policy,
+        "docker_source": "docker",
+        "docker_ce_repo_key_url": "file:///root/not-docker.asc",
+    }
+    run = converge(runtime_lab.inventory, ROLES, bad, tmp_path, limit=host)
+    assert run.returncode != 0
+    assert run.recap[host].failed == 1 and run.recap[host].changed == 0, run.output[-3000:]
+    # Docker's published apt key (vars/Debian.yml, a lead) is what is expected by default.
+    expected = "9DC858229FC7DD38854AE2D88D81803C0EBFCD88"
+    assert f"has fingerprint {wrong}, but" in run.output, run.output[-3000:]
+    assert f"(docker_ce_repo_key_fingerprint) is {expected}" in run.output
+    assert "Remove packages that conflict" not in run.output
+    assert sh(runtime_lab, host, state) == before

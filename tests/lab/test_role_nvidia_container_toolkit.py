@@ -11,7 +11,11 @@ Runs on the session lab (`lab`); GPUPROV_TEST_LAB=<name> uses an already running
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +41,7 @@ PACKAGES = (
 KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
 SOURCES = "/etc/apt/sources.list.d/nvidia-container-toolkit.sources"
 OLD, NEW = TOOLKIT_VERSIONS  # 1.17.8-1 ships no CDI refresh units, 1.18.0-1 does
+OWN_UNIT = "/usr/local/lib/systemd/system/nvidia-cdi-refresh.service"  # the role's, for 1.17
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +50,20 @@ def runtime_lab(running_or_session_lab: Callable[[str], RunningLab]) -> RunningL
 
 
 @pytest.fixture(scope="module")
-def policy(runtime_lab: RunningLab) -> dict[str, object]:
-    return {**lab_repo_vars(runtime_lab.name), "nvidia_container_toolkit_version": OLD}
+def fingerprint(runtime_lab: RunningLab) -> str:
+    """The throwaway key's fingerprint: what the lab's policy expects instead of NVIDIA's."""
+    return ensure_served(STATE_DIR, network=lab_network(runtime_lab.name)).fingerprint
+
+
+@pytest.fixture(scope="module")
+def policy(runtime_lab: RunningLab, fingerprint: str) -> dict[str, object]:
+    # The lab policy names the throwaway key's fingerprint (here until aptrepo's lab_policy
+    # passes it itself; its value wins).
+    return {
+        "nvidia_container_toolkit_repo_key_fingerprint": fingerprint,
+        **lab_repo_vars(runtime_lab.name),
+        "nvidia_container_toolkit_version": OLD,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +118,8 @@ def test_packages_are_pinned_and_held(runtime_lab: RunningLab, converged: tuple[
 
 
 def test_repository_is_verified_with_the_served_key(
-    runtime_lab: RunningLab, policy: dict[str, object], converged: tuple[Run, Run]
+    runtime_lab: RunningLab, policy: dict[str, object], converged: tuple[Run, Run], fingerprint: str
 ) -> None:
-    fingerprint = ensure_served(STATE_DIR, network=lab_network(runtime_lab.name)).fingerprint
     for host in runtime_lab.hosts:
         sources = sh(runtime_lab, host, f"cat {SOURCES}")
         assert f"Signed-By: {KEYRING}" in sources
@@ -164,13 +180,14 @@ def test_cdi_refresh_units_and_dev_char_rule_are_in_place(
             "active"
         )
         assert "enabled" in sh(runtime_lab, host, "systemctl is-enabled nvidia-cdi-refresh.service")
-        # 1.17.8 ships no refresh units: the role's own, under /etc.
+        # 1.17.8 ships no refresh units: the role's own, where no package puts units.
         fragment = sh(
             runtime_lab, host, "systemctl show -P FragmentPath nvidia-cdi-refresh.service"
         )
-        assert fragment.strip() == "/etc/systemd/system/nvidia-cdi-refresh.service"
+        assert fragment.strip() == OWN_UNIT
         dropin = sh(runtime_lab, host, "systemctl cat nvidia-cdi-refresh.service")
         assert "ExecStart=/usr/bin/nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml" in dropin
+        assert "Environment=NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/etc/cdi/nvidia.yaml" in dropin
         rule = sh(runtime_lab, host, "cat /etc/udev/rules.d/71-nvidia-dev-char.rules")
         assert "nvidia-ctk system create-dev-char-symlinks --create-all" in rule
         # No driver on these hosts: no spec, and the role says why.
@@ -196,11 +213,12 @@ def test_version_change_moves_all_packages_and_switches_units(
         assert up.returncode == 0, up.output[-3000:]
         assert versions(runtime_lab, host) == dict.fromkeys(PACKAGES, NEW)
         assert set(PACKAGES) <= set(sh(runtime_lab, host, "apt-mark showhold").split())
+        # The package's own units, wherever its version ships them; none of ours is left.
         fragment = sh(
             runtime_lab, host, "systemctl show -P FragmentPath nvidia-cdi-refresh.service"
-        )
-        assert fragment.strip().endswith("/lib/systemd/system/nvidia-cdi-refresh.service")
-        assert not fragment.startswith("/etc/")
+        ).strip()
+        assert fragment in sh(runtime_lab, host, "dpkg-query -L nvidia-container-toolkit-base")
+        assert sh(runtime_lab, host, f"test -e {OWN_UNIT}; echo $?", ok=False).strip() == "1"
         again = converge(
             runtime_lab.inventory,
             ROLES,
@@ -214,7 +232,7 @@ def test_version_change_moves_all_packages_and_switches_units(
     assert down.returncode == 0, down.output[-3000:]
     assert versions(runtime_lab, host) == dict.fromkeys(PACKAGES, OLD)
     fragment = sh(runtime_lab, host, "systemctl show -P FragmentPath nvidia-cdi-refresh.service")
-    assert fragment.strip() == "/etc/systemd/system/nvidia-cdi-refresh.service"
+    assert fragment.strip() == OWN_UNIT
 
 
 def test_default_runtime_on_and_off(
@@ -250,3 +268,166 @@ def test_default_runtime_without_the_toolkit_role_is_refused(
     assert run.returncode != 0
     assert run.recap[host].changed == 0
     assert "nvidia_container_toolkit_default_runtime is true but the role" in run.output
+
+
+def put(lab: RunningLab, host: str, path: str, text: str) -> None:
+    encoded = base64.b64encode(text.encode()).decode()
+    sh(lab, host, f"echo {encoded} | base64 -d > {path}")
+
+
+def rotated_key(fingerprint: str, work: Path) -> str:
+    """The served key re-issued with a new expiry: new key material, the same fingerprint (a
+    copy of the throwaway key's home, so the served key stays as it is)."""
+    home = work / "gnupg"
+    shutil.copytree(STATE_DIR / "gnupg", home, ignore=shutil.ignore_patterns("S.*"))
+    env = {**os.environ, "GNUPGHOME": str(home)}
+    gpg = ["gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", ""]
+    listing = subprocess.run(
+        [*gpg, "--with-colons", "--list-keys", fingerprint],
+        env=env,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    created = int(next(ln.split(":")[5] for ln in listing.splitlines() if ln.startswith("pub:")))
+    # The new self-signature dated just after the key's creation, so that it binds the key
+    # at the time the repository was signed (Debian 13's sqv checks that).
+    faked = ["--faked-system-time", f"{created + 1}!"]
+    subprocess.run([*gpg, *faked, "--quick-set-expire", fingerprint, "3y"], env=env, check=True)
+    done = subprocess.run(
+        [*gpg, "--armor", "--export", fingerprint], env=env, check=True, capture_output=True
+    )
+    subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=env, check=False)
+    return done.stdout.decode()
+
+
+def test_a_rotated_key_is_fetched_again_and_picked_up(
+    runtime_lab: RunningLab,
+    policy: dict[str, object],
+    converged: tuple[Run, Run],
+    fingerprint: str,
+    tmp_path: Path,
+) -> None:
+    host = runtime_lab.host_for("debian13")
+    put(runtime_lab, host, "/root/rotated-key.asc", rotated_key(fingerprint, tmp_path))
+    rotated = {**policy, "nvidia_container_toolkit_repo_key_url": "file:///root/rotated-key.asc"}
+    try:
+        run = converge(runtime_lab.inventory, ROLES, rotated, tmp_path / "rotated", limit=host)
+        assert run.returncode == 0, run.output[-3000:]
+        for task in ("Save the verified repository key", "Write the repository keyring"):
+            assert "changed: [" + host + "]" in run.output.split(task)[1][:400], task
+        keys = sh(runtime_lab, host, f"gpg --batch --show-keys --with-colons {KEYRING}")
+        expiry = next(line.split(":")[6] for line in keys.splitlines() if line.startswith("pub:"))
+        assert expiry, "the keyring still holds the key without an expiry date"
+        assert "NO_PUBKEY" not in sh(runtime_lab, host, "apt-get update 2>&1")
+    finally:
+        back = converge(runtime_lab.inventory, ROLES, policy, tmp_path / "back", limit=host)
+    assert back.returncode == 0, back.output[-3000:]
+    assert "changed: [" + host + "]" in back.output.split("Write the repository keyring")[1][:400]
+
+
+def test_a_key_with_another_fingerprint_stops_the_role_before_any_change(
+    runtime_lab: RunningLab,
+    policy: dict[str, object],
+    converged: tuple[Run, Run],
+    fingerprint: str,
+    tmp_path: Path,
+) -> None:
+    host = runtime_lab.host_for("debian12")
+    make = (
+        "export GNUPGHOME=$(mktemp -d) && "
+        "gpg --batch --passphrase '' --quick-gen-key 'not the repository <x@invalid>' "
+        "ed25519 sign never 2>/dev/null && gpg --batch --armor --export > /root/wrong-key.asc && "
+        "gpg --batch --with-colons --show-keys /root/wrong-key.asc | grep -m1 '^fpr' | "
+        'cut -d: -f10 && rm -rf "$GNUPGHOME"'
+    )
+    wrong = sh(runtime_lab, host, make).strip()
+    state = f"sha256sum {KEYRING} {SOURCES}; dpkg-query -W nvidia-container-toolkit"
+    before = sh(runtime_lab, host, state)
+    bad = {**policy, "nvidia_container_toolkit_repo_key_url": "file:///root/wrong-key.asc"}
+    run = converge(runtime_lab.inventory, ROLES, bad, tmp_path, limit=host)
+    assert run.returncode != 0
+    assert run.recap[host].failed == 1 and run.recap[host].changed == 0, run.output[-3000:]
+    assert f"has fingerprint {wrong}, but" in run.output, run.output[-3000:]
+    assert f"nvidia_container_toolkit_repo_key_fingerprint is {fingerprint}" in run.output
+    assert "Nothing was installed" in run.output
+    # The toolkit tasks after the check never ran.
+    assert "Install the toolkit packages" not in run.output
+    assert sh(runtime_lab, host, state) == before
+
+
+# A stand-in for the driver role's result (as test_role_mig.py's, in the CUDA repository's
+# layout): a built module for the simulated kernel listed in modules.dep (what depmod leaves,
+# and what the refresh path unit watches), NVML and /usr/bin/nvidia-smi, which gpusim detects
+# as an installed driver, so `nvidia-smi -L` lists the profile's GPUs. The modules.dep line
+# goes under the machine's real release too: systemd (PID 1, without gpusim's uname shim)
+# expands the refresh units' %v to it.
+STAND_IN_DRIVER = r"""
+set -e
+rel=$(uname -r)
+mkdir -p /lib/modules/$rel/updates/dkms /usr/lib/x86_64-linux-gnu
+printf 'gpuprov-test-stand-in\0version=580.159.04\0license=Dual MIT/GPL\0' \
+    > /lib/modules/$rel/updates/dkms/nvidia.ko
+for r in $rel $(cat /proc/sys/kernel/osrelease); do
+    mkdir -p /lib/modules/$r && echo 'updates/dkms/nvidia.ko:' >> /lib/modules/$r/modules.dep
+done
+: > /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.159.04
+install -m 0755 /dev/null /usr/bin/nvidia-smi
+gpusim sync
+modprobe nvidia
+nvidia-smi -L
+"""
+REMOVE_STAND_IN_DRIVER = r"""
+set -e
+modprobe -r nvidia || true
+rel=$(uname -r)
+rm -f /lib/modules/$rel/updates/dkms/nvidia.ko /usr/bin/nvidia-smi \
+    /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.159.04
+for r in $rel $(cat /proc/sys/kernel/osrelease); do
+    sed -i '/^updates\/dkms\/nvidia.ko:/d' /lib/modules/$r/modules.dep
+done
+gpusim sync
+rm -f /etc/cdi/nvidia.yaml /var/run/cdi/nvidia.yaml
+"""
+SPECS = "ls /etc/cdi/nvidia.yaml /var/run/cdi/nvidia.yaml 2>/dev/null || true"
+
+
+def test_toolkit_1_18_leaves_one_fresh_cdi_spec_and_reruns_without_restarts(
+    runtime_lab: RunningLab, policy: dict[str, object], converged: tuple[Run, Run], tmp_path: Path
+) -> None:
+    host = runtime_lab.host_for("debian12")
+    config = "/etc/containerd/config.toml"
+    sh(runtime_lab, host, f"cp -a {config} /root/config.toml.before 2>/dev/null || true")
+    gpus = sh(runtime_lab, host, STAND_IN_DRIVER)
+    uuids = [line.split("UUID: ")[1].rstrip(")") for line in gpus.splitlines() if "UUID" in line]
+    assert uuids
+    new = {
+        **policy,
+        "nvidia_container_toolkit_version": NEW,
+        "nvidia_container_toolkit_configure_containerd": True,
+    }
+    try:
+        first = converge(runtime_lab.inventory, ROLES, new, tmp_path / "first", limit=host)
+        assert first.returncode == 0, first.output[-3000:]
+        assert sh(runtime_lab, host, SPECS).split() == ["/etc/cdi/nvidia.yaml"]
+        spec = sh(runtime_lab, host, "cat /etc/cdi/nvidia.yaml")
+        assert all(f'name: "{uuid}"' in spec for uuid in uuids)
+        again = converge(runtime_lab.inventory, ROLES, new, tmp_path / "again", limit=host)
+        assert again.recap[host].changed == 0, again.output[-3000:]
+        assert "RUNNING HANDLER" not in again.output  # no docker or containerd restart
+        # What the MIG role does after a layout change: the refresh unit writes the same spec.
+        sh(runtime_lab, host, "rm /etc/cdi/nvidia.yaml && systemctl start nvidia-cdi-refresh")
+        assert sh(runtime_lab, host, SPECS).split() == ["/etc/cdi/nvidia.yaml"]
+        assert sh(runtime_lab, host, "cat /etc/cdi/nvidia.yaml") == spec
+        # A second spec where CDI looks last (and which would win) is removed on the next run.
+        sh(runtime_lab, host, "mkdir -p /var/run/cdi && cp /etc/cdi/nvidia.yaml /var/run/cdi/")
+        third = converge(runtime_lab.inventory, ROLES, new, tmp_path / "third", limit=host)
+        assert third.recap[host].changed == 1, third.output[-3000:]
+        assert sh(runtime_lab, host, SPECS).split() == ["/etc/cdi/nvidia.yaml"]
+    finally:
+        sh(runtime_lab, host, REMOVE_STAND_IN_DRIVER)
+        restore = f"test -e /root/config.toml.before && cp -a /root/config.toml.before {config}"
+        sh(runtime_lab, host, f"{restore}; rm -f /etc/containerd/con*.d/99-nvidia.toml", ok=False)
+        sh(runtime_lab, host, "systemctl restart containerd docker")
+        down = converge(runtime_lab.inventory, ROLES, policy, tmp_path / "down", limit=host)
+    assert down.returncode == 0, down.output[-3000:]
+    assert versions(runtime_lab, host) == dict.fromkeys(PACKAGES, OLD)

@@ -104,3 +104,17 @@ def test_the_real_repository_code_offers_the_hook_api() -> None:
     assert policy["nvidia_container_toolkit_repo_base_url"] == (
         "http://10.213.7.1:8089/libnvidia-container/stable"
     )
+
+
+def test_the_toolkit_key_check_expects_the_repository_key(stand_in: Path, tmp_path: Path) -> None:
+    """A served repository with a fingerprint (the real aptrepo's ServedRepo): the toolkit
+    role's key check is told the throwaway key's fingerprint."""
+    code = (stand_in / "__init__.py").read_text()
+    code = code.replace(
+        'return "http://10.213.7.1:8089"',
+        'return type("Repo", (str,), {"fingerprint": "AB" * 20})("http://10.213.7.1:8089")',
+    )
+    (stand_in / "__init__.py").write_text(code)
+    variables = doubles.serve(stand_in, tmp_path / "state", "gpuprov-lab-a")
+    assert variables is not None
+    assert variables["nvidia_container_toolkit_repo_key_fingerprint"] == "AB" * 20
