@@ -340,6 +340,7 @@ class _Applied:
 def _apply(args: argparse.Namespace, console: Console) -> _Applied:
     """Detect, plan, check every input, then apply to the hosts the plan does not block."""
     apply_mod.check_options(args.serial, args.max_fail_percent)
+    options = apply_mod.ansible_options(args)  # -K, --ask-vault-pass: asked before detection
     fleet, detected = _detect_fleet(args, console)
     policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     targets = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
@@ -375,6 +376,7 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
             max_fail_percent=args.max_fail_percent,
             verbosity=args.verbose,
             on_event=progress,
+            options=options,
         )
     return _Applied(fleet, detected, policies, plans, result)
 
