@@ -110,13 +110,9 @@ def _executor(fleet: Fleet, host: str) -> Any:
     sudo = ("sudo", "-n") if h.become else ()
     if h.connection == "local":
         return SubprocessExecutor(sudo)
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-p", str(h.port)]
-    if h.known_hosts:
-        argv += ["-o", "UserKnownHostsFile=" + " ".join(h.known_hosts)]
-    if h.key_file:
-        argv += ["-i", h.key_file]
-    argv.append(f"{h.user}@{h.address}" if h.user else h.address)
-    return SubprocessExecutor((*argv, *sudo))
+    from orchestrator.connection import ssh_argv  # the same route as detection's
+
+    return SubprocessExecutor((*ssh_argv(h), *sudo))
 
 
 def _validate_host(
