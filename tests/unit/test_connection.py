@@ -5,6 +5,7 @@ OpenSSH client)."""
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import socket
@@ -161,11 +162,12 @@ def _pump(a: paramiko.Channel, b: socket.socket) -> None:
         try:
             while data := read():  # type: ignore[operator]
                 write(data)  # type: ignore[operator]
-        except OSError:
+        except (OSError, EOFError):
             pass
         finally:
-            a.close()
-            b.close()
+            with contextlib.suppress(OSError, EOFError):  # the other side may be gone
+                a.close()
+                b.close()
 
     threading.Thread(target=one_way, args=(lambda: a.recv(65536), b.sendall), daemon=True).start()
     threading.Thread(target=one_way, args=(lambda: b.recv(65536), a.sendall), daemon=True).start()
