@@ -7,6 +7,12 @@ makes each host's entry host facts, so the plan beats group_vars and host_vars (
 ansible-playbook users get the inventory's variables instead). Each run keeps its artifacts
 under `artifacts/<timestamp>/` (plan document, ansible-runner's job events and stdout) for
 post-mortems; `suppress_env_files` keeps variables and secrets out of the runner's env/ files.
+
+The playbooks and roles come from the checkout or the installed wheel (orchestrator/paths.py);
+ansible-playbook runs in the user's directory, with gpuprov's Ansible settings layered under
+the user's ansible.cfg and ANSIBLE_* environment (orchestrator/ansiblecfg.py). The options
+Ansible users reach for (`AnsibleOptions`: --tags, -e, --vault-id, -K, --forks, --diff) pass
+through; with -v and more, Ansible's own output is shown at that verbosity.
 """
 
 from __future__ import annotations
@@ -21,15 +27,62 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator import ansiblecfg, paths
 from orchestrator.errors import BadInputError, HostError
 from orchestrator.plandoc import write_plan_document
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SITE_PLAYBOOK = REPO_ROOT / "playbooks" / "site.yml"
+REPO_ROOT = paths.SOURCE_ROOT  # the checkout, or the wheel's bundle
+SITE_PLAYBOOK = paths.SITE_PLAYBOOK
 ARTIFACTS = Path("artifacts")
+# ansible-playbook's prompts (ansible-runner answers them from `passwords`)
+BECOME_PROMPT = r"^BECOME password.*:\s*?$"
+VAULT_PROMPT = r"^Vault password.*:\s*?$"
 
 Event = Mapping[str, Any]
 EventSink = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class AnsibleOptions:
+    """ansible-playbook's own options, passed through as given (`provision apply --help`)."""
+
+    tags: tuple[str, ...] = ()
+    skip_tags: tuple[str, ...] = ()
+    extra_vars: tuple[str, ...] = ()  # each as -e takes it: k=v, JSON/YAML, or @file
+    vault_ids: tuple[str, ...] = ()
+    ask_vault_pass: bool = False
+    become_password: str | None = None  # -K: asked once by the CLI, answered to Ansible
+    vault_password: str | None = None  # --ask-vault-pass: asked once by the CLI
+    forks: int | None = None
+    diff: bool = False
+
+    def cmdline(self) -> list[str]:
+        out: list[str] = []
+        if self.tags:
+            out += ["--tags", ",".join(self.tags)]
+        if self.skip_tags:
+            out += ["--skip-tags", ",".join(self.skip_tags)]
+        for ev in self.extra_vars:
+            out += ["-e", ev]
+        for vid in self.vault_ids:
+            out += ["--vault-id", vid]
+        if self.ask_vault_pass:
+            out.append("--ask-vault-pass")
+        if self.become_password is not None:
+            out.append("--ask-become-pass")
+        if self.forks is not None:
+            out += ["--forks", str(self.forks)]
+        if self.diff:
+            out.append("--diff")
+        return out
+
+    def passwords(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if self.become_password is not None:
+            out[BECOME_PROMPT] = self.become_password
+        if self.vault_password is not None:
+            out[VAULT_PROMPT] = self.vault_password
+        return out
 
 
 @dataclass(frozen=True)
@@ -162,6 +215,36 @@ def check_options(serial: str | None, max_fail_percent: int | None) -> None:
         )
 
 
+def ansible_options(args: Any, ask: Callable[[str], str] | None = None) -> AnsibleOptions:
+    """The pass-through options of a parsed command line; -K and --ask-vault-pass ask once
+    here, before any host is touched (`ask`: getpass by default)."""
+    if ask is None:
+        import getpass
+
+        ask = getpass.getpass
+
+    def seq(name: str) -> tuple[str, ...]:
+        return tuple(v for item in getattr(args, name, None) or () for v in [item] if v)
+
+    forks = getattr(args, "forks", None)
+    if forks is not None and forks < 1:
+        raise BadInputError(f"--forks {forks} is not a positive number", fix="pass --forks 10")
+    ask_vault = bool(getattr(args, "ask_vault_pass", False))
+    return AnsibleOptions(
+        tags=tuple(t for item in seq("tags") for t in item.split(",") if t),
+        skip_tags=tuple(t for item in seq("skip_tags") for t in item.split(",") if t),
+        extra_vars=seq("extra_vars"),
+        vault_ids=seq("vault_id"),
+        ask_vault_pass=ask_vault,
+        become_password=ask("BECOME password: ")
+        if getattr(args, "ask_become_pass", False)
+        else None,
+        vault_password=ask("Vault password: ") if ask_vault else None,
+        forks=forks,
+        diff=bool(getattr(args, "diff", False)),
+    )
+
+
 def run_playbook(
     *,
     inventories: Sequence[Path],
@@ -175,6 +258,8 @@ def run_playbook(
     verbosity: int = 0,
     on_event: EventSink | None = None,
     tags: Sequence[str] = (),  # only these tags (and `always`); empty: every task
+    options: AnsibleOptions | None = None,
+    cwd: Path | None = None,  # where ansible-playbook runs (its ansible.cfg); None: here
 ) -> ApplyResult:
     """Run `playbook` on `hosts` (exact names) of `inventories`, each with its `host_vars`
     (the plan) above every variable the inventories set."""
@@ -196,6 +281,9 @@ def run_playbook(
         cmdline += ["--tags", ",".join(tags)]
     if extravars:
         cmdline += ["-e", json.dumps(extravars)]
+    opts = options or AnsibleOptions()
+    # the user's own options last: Ansible's -e later wins, as on its command line
+    cmdline += [a for a in opts.cmdline() if not (check and a == "--diff")]
     tally = _Tally()
 
     def handle(event: Event) -> bool:
@@ -204,29 +292,27 @@ def run_playbook(
             on_event(event)
         return True  # keep the event in the artifacts
 
-    env = {
-        # ansible-runner turns host key checking off unless told otherwise: never accept an
-        # unknown host key silently.
-        "ANSIBLE_HOST_KEY_CHECKING": "True",
-        "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": str(REPO_ROOT / "roles"),
-        # ansible-runner starts ansible-playbook from PATH: use this environment's.
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
+    where = (cwd or Path.cwd()).resolve()
+    # gpuprov's settings under the user's (ansiblecfg); host key checking always on: an
+    # unknown host key is never accepted silently (ansible-runner turns it off otherwise).
+    env = ansiblecfg.layered_env(os.environ, ansiblecfg.user_config(where))
+    # ansible-runner starts ansible-playbook from PATH: use this environment's.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     runner = ansible_runner.run(
         private_data_dir=str(run_dir),
         artifact_dir=str(run_dir),
         ident="ansible",
-        project_dir=str(REPO_ROOT),
+        project_dir=str(where),  # relative paths in -e @file, --vault-id, ansible.cfg: as typed
         playbook=str((playbook or SITE_PLAYBOOK).resolve()),
-        inventory=[str(p) for p in inventories],
+        inventory=[str(Path(p).resolve()) for p in inventories],
         limit=",".join(hosts),
         cmdline=shlex.join(cmdline) or None,
         verbosity=verbosity or None,
         envvars=env,
+        passwords=opts.passwords() or None,
         event_handler=handle,
         suppress_env_files=True,
-        quiet=True,
+        quiet=verbosity == 0,  # -v and more: Ansible's own output, at that verbosity
     )
     if runner.status not in ("successful", "failed"):
         raise HostError(

@@ -73,7 +73,51 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         "driver upgrade left drained",
     )
     parser.add_argument("--json", action="store_true", default=d(False), help="print JSON")
-    parser.add_argument("-v", "--verbose", action="count", default=d(0))
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=d(0),
+        help="apply: show Ansible's own output at this verbosity (-vvv as ansible-playbook)",
+    )
+    _ansible(parser, d)
+
+
+def _ansible(parser: argparse.ArgumentParser, d: Callable[[object], object]) -> None:
+    """ansible-playbook's options, passed through to it (apply and the full run)."""
+    group = parser.add_argument_group("ansible-playbook options (apply and the full run)")
+    add = group.add_argument
+    add("-t", "--tags", action="append", default=d(None), help="only tasks with these tags")
+    add("--skip-tags", action="append", default=d(None), help="skip tasks with these tags")
+    add(
+        "-e",
+        "--extra-vars",
+        action="append",
+        default=d(None),
+        metavar="VARS",
+        help="extra variables, as ansible-playbook takes them (key=value, JSON/YAML, @file)",
+    )
+    add("--vault-id", action="append", default=d(None), help="vault identity to use")
+    add(
+        "-J",
+        "--ask-vault-pass",
+        "--ask-vault-password",
+        dest="ask_vault_pass",
+        action="store_true",
+        default=d(False),
+        help="ask for the vault password",
+    )
+    add(
+        "-K",
+        "--ask-become-pass",
+        "--ask-become-password",
+        dest="ask_become_pass",
+        action="store_true",
+        default=d(False),
+        help="ask for the privilege escalation password",
+    )
+    add("-f", "--forks", type=int, default=d(None), help="parallel Ansible processes")
+    add("--diff", action="store_true", default=d(False), help="show the changes to files")
 
 
 DESCRIPTION = """\
@@ -132,6 +176,17 @@ ROLLOUT_OPTIONS = {
     "max_unavailable": "--max-unavailable",
 }
 ROLLOUT_STAGES = ("all", "apply")
+ANSIBLE_OPTIONS = {
+    "tags": "--tags",
+    "skip_tags": "--skip-tags",
+    "extra_vars": "--extra-vars",
+    "vault_id": "--vault-id",
+    "ask_vault_pass": "--ask-vault-pass",
+    "ask_become_pass": "--ask-become-pass",
+    "forks": "--forks",
+    "diff": "--diff",
+}
+ROLLOUT_OPTIONS.update(ANSIBLE_OPTIONS)  # the same stages take them
 
 
 def version() -> str:

@@ -2,7 +2,11 @@
 
 One SSH round-trip per host (Fabric over paramiko): `sh -s` with probe.sh on stdin. Host keys
 are checked against the inventory's known-hosts files and an unknown or changed key is a host
-error (RejectPolicy: never accepted silently). `ansible_connection=local` runs the probe here
+error (RejectPolicy: never accepted silently). A host behind a jump host or a proxy command
+(ansible_ssh_common_args / ansible_ssh_extra_args, or a ProxyJump in ~/.ssh/config) is probed
+through OpenSSH with the command line of orchestrator/connection.py, still in one round-trip,
+every hop's key checked the same way (Fabric's own gateway would accept an unknown jump-host
+key). `ansible_connection=local` runs the probe here
 in a subprocess. A host that fails is reported with the reason and the fix; the others go on.
 Nothing is printed except an optional progress bar on a TTY: the caller renders results.
 """
@@ -14,6 +18,7 @@ import errno
 import hashlib
 import logging
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -23,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator import connection
 from orchestrator.errors import HostError
 from orchestrator.inventory import Inventory, InventoryHost
 from orchestrator.probe import probe_script, split_output
@@ -259,6 +265,92 @@ def _private_key(host: InventoryHost, path: str) -> Any:
         ) from exc
 
 
+def _openssh_error(host: InventoryHost, stderr: str) -> HostError:
+    """ssh's own failure (exit 255) -> a host error naming the hop, the key and the fix."""
+    problem = connection.host_key_problem(stderr)
+    files = ", ".join(host.known_hosts)
+    jumps = connection.jump_hosts(host)
+    if problem is not None:
+        offered = f" (offered {problem.key})" if problem.key else ""
+        hop = "" if not jumps else f" (on the way through {', '.join(jumps)})"
+        if problem.kind == "changed":
+            return HostError(
+                f"host key of {problem.where}{hop} does not match the one in {files}{offered}: "
+                "the host was reinstalled, or someone is in the middle",
+                host=host.name,
+                fix=f"verify the new key out of band, then `ssh-keygen -R '{problem.where}'` "
+                "and add the new one",
+            )
+        return HostError(
+            f"host key of {problem.where}{hop} is unknown{offered}: not in {files}; gpuprov "
+            "never accepts an unknown key",
+            host=host.name,
+            fix=f"verify its fingerprint, then add the key of {problem.where} to "
+            f"{host.known_hosts[0] if host.known_hosts else '~/.ssh/known_hosts'} "
+            "(ssh-keyscan, or ssh there once by hand)",
+        )
+    text = connection.without_debug(stderr).strip()
+    last = text.splitlines()[-1][:300] if text else "ssh exited 255"
+    where = f"{host.address}:{host.port}" + (f" via {', '.join(jumps)}" if jumps else "")
+    if "Permission denied" in text:
+        return HostError(
+            f"SSH authentication to {where} as {host.user or '(local user)'} failed: {last}",
+            host=host.name,
+            fix="check ansible_user and the key (ansible_ssh_private_key_file; a jump host "
+            "takes its user and key from ~/.ssh/config or the agent, as with Ansible)",
+        )
+    if "Connection refused" in text or "timed out" in text or "resolve" in text:
+        return HostError(
+            f"unreachable: {where}: {last}",
+            host=host.name,
+            fix="check ansible_host/ansible_port and the jump host or proxy command in "
+            "ansible_ssh_common_args",
+        )
+    return HostError(
+        f"SSH to {where} failed: {last}",
+        host=host.name,
+        fix="try it by hand: " + shlex.join(connection.ssh_argv(host)) + " true",
+    )
+
+
+def _run_openssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str:
+    """The probe through OpenSSH (jump hosts, proxy commands): one round-trip, -v so that a
+    refused host key is named with its fingerprint."""
+    argv = connection.ssh_argv(host, connect_timeout=connect_timeout, verbose=True)
+    try:
+        done = subprocess.run(
+            [*argv, " ".join(probe_command(host))],
+            input=probe_script(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise HostError(
+            f"the probe ran longer than {timeout:.0f} s",
+            host=host.name,
+            fix="look for a hung nvidia-smi (a GPU in a bad state) on the host",
+        ) from exc
+    except FileNotFoundError as exc:
+        raise HostError(
+            "the ssh client is not installed here (a jump host needs OpenSSH's ssh)",
+            host=host.name,
+            fix="install openssh-client on this machine",
+        ) from exc
+    if done.returncode == 255:
+        raise _openssh_error(host, done.stderr)
+    if done.returncode != 0:
+        raise HostError(
+            f"the probe exited {done.returncode}: "
+            f"{connection.without_debug(done.stderr).strip()[:300]}",
+            host=host.name,
+            fix="with ansible_become, passwordless sudo is needed (`sudo -n`); otherwise "
+            "run `sh -s < orchestrator/probe.sh` there by hand to see why",
+        )
+    return done.stdout
+
+
 def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str:
     import paramiko
     from fabric import Connection
@@ -277,6 +369,10 @@ def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str
         connect_timeout=int(connect_timeout),
         connect_kwargs=connect_kwargs,
     )
+    if conn.gateway:
+        # a ProxyJump/ProxyCommand from ~/.ssh/config: Fabric's gateway connection would
+        # accept an unknown jump-host key; OpenSSH with every hop checked instead
+        return _run_openssh(host, connect_timeout, timeout)
     # Fabric accepts unknown keys by default (AutoAddPolicy): gpuprov never does.
     conn.client.set_missing_host_key_policy(_reject_unknown())
     for path in host.known_hosts:
@@ -324,6 +420,8 @@ def detect_host(
     try:
         if host.connection == "local":
             stdout = _run_local(host, timeout)
+        elif connection.proxied(host):
+            stdout = _run_openssh(host, connect_timeout, timeout)
         else:
             stdout = _run_ssh(host, connect_timeout, timeout)
         raw = split_output(host.name, stdout)

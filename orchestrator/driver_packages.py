@@ -15,13 +15,14 @@ import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import jinja2
 import yaml
 
-ROLE = Path(__file__).resolve().parents[1] / "roles" / "nvidia_driver"
+from orchestrator import paths
+
+ROLE = paths.ROLES_DIR / "nvidia_driver"
 
 # /etc/os-release ID -> Ansible's `distribution` / `os_family` (the names of the OS data files).
 _DISTRIBUTION = {

@@ -25,9 +25,10 @@ from typing import Any
 
 import yaml
 
+from orchestrator import paths
 from orchestrator.errors import CatalogError
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = paths.SOURCE_ROOT  # the checkout, or the wheel's bundle
 ROLES_DIR = REPO_ROOT / "roles"
 DATA = Path(__file__).with_name("knobs.yaml")
 

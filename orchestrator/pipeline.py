@@ -110,13 +110,9 @@ def _executor(fleet: Fleet, host: str) -> Any:
     sudo = ("sudo", "-n") if h.become else ()
     if h.connection == "local":
         return SubprocessExecutor(sudo)
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-p", str(h.port)]
-    if h.known_hosts:
-        argv += ["-o", "UserKnownHostsFile=" + " ".join(h.known_hosts)]
-    if h.key_file:
-        argv += ["-i", h.key_file]
-    argv.append(f"{h.user}@{h.address}" if h.user else h.address)
-    return SubprocessExecutor((*argv, *sudo))
+    from orchestrator.connection import ssh_argv  # the same route as detection's
+
+    return SubprocessExecutor((*ssh_argv(h), *sudo))
 
 
 def _validate_host(
@@ -340,6 +336,7 @@ class _Applied:
 def _apply(args: argparse.Namespace, console: Console) -> _Applied:
     """Detect, plan, check every input, then apply to the hosts the plan does not block."""
     apply_mod.check_options(args.serial, args.max_fail_percent)
+    options = apply_mod.ansible_options(args)  # -K, --ask-vault-pass: asked before detection
     fleet, detected = _detect_fleet(args, console)
     policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     targets = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
@@ -375,6 +372,7 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
             max_fail_percent=args.max_fail_percent,
             verbosity=args.verbose,
             on_event=progress,
+            options=options,
         )
     return _Applied(fleet, detected, policies, plans, result)
 

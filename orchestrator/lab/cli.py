@@ -39,7 +39,7 @@ def _images(args: argparse.Namespace) -> int:
     engine.require_engine()
     recipes = images.load_recipes()
     wanted = [args.lab_os] if getattr(args, "lab_os", None) else sorted(recipes)
-    cache = hosts.REPO_ROOT / ".cache" / "lab"
+    cache = hosts.STATE_ROOT / ".cache" / "lab"
     with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
         tags = list(pool.map(lambda os_name: images.ensure(recipes[os_name], cache), wanted))
     for tag in tags:

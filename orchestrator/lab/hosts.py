@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator import paths
 from orchestrator.errors import BadInputError, LabError
 from orchestrator.lab import (
     container,
@@ -30,7 +31,8 @@ from orchestrator.lab import (
     sysctl,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = paths.SOURCE_ROOT  # the checkout, or the wheel's bundle (orchestrator/paths.py)
+STATE_ROOT = paths.state_root()  # where the lab writes
 LAB_LABEL = container.LAB_LABEL
 DEFAULT_LAB = "gpuprov"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
@@ -99,7 +101,7 @@ def lab_name(value: str | None) -> str:
 
 
 def lab_paths(lab: str) -> LabPaths:
-    base = Path(os.environ.get("GPUPROV_LAB_DIR") or REPO_ROOT / ".lab")
+    base = Path(os.environ.get("GPUPROV_LAB_DIR") or STATE_ROOT / ".lab")
     return LabPaths(base / lab)
 
 
@@ -286,7 +288,7 @@ def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) ->
     sysctl.check_inotify(sysctl.inotify_limits())
     paths = lab_paths(lab)
     paths.root.mkdir(parents=True, exist_ok=True)
-    image = images.ensure(recipe, REPO_ROOT / ".cache" / "lab", say=say)
+    image = images.ensure(recipe, STATE_ROOT / ".cache" / "lab", say=say)
     client_key_is_new = not paths.key.exists()
     keys.keygen(paths.key, f"gpuprov-lab-{lab}")
     network = labnetwork.ensure(lab, LAB_LABEL)
@@ -362,7 +364,7 @@ def down(lab: str) -> Removed:
     if nets:
         engine.docker(["network", "rm", *nets])
     shutil.rmtree(lab_paths(lab).root, ignore_errors=True)
-    forget_facts((to_lab_host(c).name for c in found), REPO_ROOT / ".cache" / "facts")
+    forget_facts((to_lab_host(c).name for c in found), STATE_ROOT / ".cache" / "facts")
     return Removed(names, vols, nets)
 
 

@@ -1,0 +1,200 @@
+"""How gpuprov reaches a host over SSH: one OpenSSH command line from the inventory's variables.
+
+`ssh_argv(host)` is the `ssh` command line that detection (for hosts behind a jump host or a
+proxy command), validation and the errors' hints use, built from the same inventory variables
+Ansible's ssh connection reads: ansible_host/port/user, ansible_ssh_private_key_file,
+ansible_ssh_common_args and ansible_ssh_extra_args (ProxyJump, ProxyCommand, -F, any -o).
+OpenSSH reads ~/.ssh/config and the agent as it does for Ansible.
+
+Host keys, on every hop: gpuprov's own options come first on the command line (OpenSSH keeps
+the first value of an option), so StrictHostKeyChecking=yes and the inventory's known-hosts
+files hold for the target whatever the inventory adds. OpenSSH starts a ProxyJump hop as a new
+`ssh` that keeps none of the `-o` options, so a hop would be checked against other files, or
+not strictly; gpuprov turns each ProxyJump hop into the equivalent ProxyCommand
+(`ssh ... -W [%h]:%p hop`) carrying the same strict checking and known-hosts files (and `-F`,
+as OpenSSH does). An unknown or changed key on any hop stops the connection; `-v` makes ssh
+name the key it was offered (`host_key_problem` reads it back). A ProxyCommand the inventory
+gives is the user's own command and is kept as written.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from orchestrator.errors import InventoryError
+from orchestrator.inventory import InventoryHost
+
+_ARG_VARS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
+
+
+def _words(host: InventoryHost) -> list[str]:
+    words: list[str] = []
+    for key in _ARG_VARS:
+        text = str(host.vars.get(key) or "")
+        try:
+            words += shlex.split(text)
+        except ValueError as exc:
+            raise InventoryError(
+                f"{key}={text!r} has unbalanced quotes",
+                host=host.name,
+                fix=f"quote the value of {key} properly in the inventory",
+            ) from exc
+    return words
+
+
+def _option(word: str) -> tuple[str, str]:
+    """'Key=Value' or 'Key Value' -> ('key', 'Value')."""
+    match = re.match(r"\s*([A-Za-z]+)\s*(?:=|\s)\s*(.*)$", word)
+    if not match:
+        return word.strip().lower(), ""
+    return match.group(1).lower(), match.group(2).strip()
+
+
+@dataclass(frozen=True)
+class _Args:
+    passed: tuple[str, ...]  # the inventory's arguments, ProxyJump taken out
+    jumps: tuple[str, ...]  # ProxyJump hops, nearest first
+    config: str | None  # -F FILE, passed on to every hop as OpenSSH does
+
+
+def _parse(words: Sequence[str]) -> _Args:
+    passed: list[str] = []
+    jumps: list[str] = []
+    config: str | None = None
+    i = 0
+    while i < len(words):
+        word = words[i]
+        value: str | None = None
+        if word in ("-o", "-J", "-F") and i + 1 < len(words):
+            value, i = words[i + 1], i + 2
+        elif word.startswith(("-o", "-J", "-F")) and len(word) > 2:
+            value, i = word[2:], i + 1
+        else:
+            passed.append(word)
+            i += 1
+            continue
+        flag = word[:2]
+        if flag == "-J" or (flag == "-o" and _option(value)[0] == "proxyjump"):
+            hops = value if flag == "-J" else _option(value)[1]
+            if hops.lower() != "none" and not jumps:  # the first one given wins, as in ssh
+                jumps = [h for h in hops.split(",") if h]
+            continue
+        if flag == "-F":
+            config = value
+        passed += [flag, value]
+    return _Args(tuple(passed), tuple(jumps), config)
+
+
+def _hop(spec: str) -> tuple[str | None, str, str | None]:
+    """'[user@]host[:port]' or 'ssh://[user@]host[:port]' -> (user, host, port)."""
+    spec = spec.removeprefix("ssh://")
+    user, _, rest = spec.rpartition("@")
+    if rest.startswith("["):
+        name, _, port = rest[1:].partition("]")
+        port = port.removeprefix(":")
+    else:
+        name, _, port = rest.partition(":")
+    return user or None, name, port or None
+
+
+def _checking(host: InventoryHost, connect_timeout: float, verbose: bool) -> list[str]:
+    argv = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
+    if host.known_hosts:
+        argv += ["-o", "UserKnownHostsFile=" + " ".join(host.known_hosts)]
+    argv += ["-o", f"ConnectTimeout={max(1, int(connect_timeout))}"]
+    return [*argv, "-v"] if verbose else argv
+
+
+def _proxy_command(
+    host: InventoryHost, jumps: Sequence[str], config: str | None, timeout: float, verbose: bool
+) -> str:
+    """ProxyCommand reaching the next host through `jumps` (nearest first), each hop's key
+    checked as the target's. Nested commands escape `%` once per level (ssh expands `%%`)."""
+    *before, last = jumps
+    user, name, port = _hop(last)
+    argv = ["ssh", *_checking(host, timeout, verbose)]
+    if config:
+        argv += ["-F", config]
+    if before:
+        inner = _proxy_command(host, before, config, timeout, verbose).replace("%", "%%")
+        argv += ["-o", f"ProxyCommand={inner}"]
+    if user:
+        argv += ["-l", user]
+    if port:
+        argv += ["-p", port]
+    argv += ["-W", "[%h]:%p", name]
+    return shlex.join(argv)
+
+
+def jump_hosts(host: InventoryHost) -> tuple[str, ...]:
+    """The ProxyJump hops the inventory gives this host (nearest first)."""
+    return _parse(_words(host)).jumps
+
+
+def proxied(host: InventoryHost) -> bool:
+    """True when the host is reached through a jump host or a proxy command."""
+    args = _parse(_words(host))
+    options = [b for a, b in zip(args.passed, args.passed[1:], strict=False) if a == "-o"]
+    return bool(args.jumps) or any(_option(o)[0] == "proxycommand" for o in options)
+
+
+def ssh_argv(
+    host: InventoryHost, *, connect_timeout: float = 10, verbose: bool = False
+) -> list[str]:
+    """`ssh ... [user@]address` for `host` (append the remote command)."""
+    args = _parse(_words(host))
+    argv = ["ssh", *_checking(host, connect_timeout, verbose), "-p", str(host.port)]
+    if host.key_file:
+        # like Ansible: the inventory's key (IdentitiesOnly, as ssh -i alone does not)
+        argv += ["-i", host.key_file, "-o", "IdentitiesOnly=yes"]
+    if args.jumps:
+        pc = _proxy_command(host, args.jumps, args.config, connect_timeout, verbose)
+        argv += ["-o", f"ProxyCommand={pc}"]
+    argv += args.passed
+    if host.user:
+        argv += ["-l", host.user]
+    argv += ["--", host.address]
+    return argv
+
+
+@dataclass(frozen=True)
+class HostKeyProblem:
+    where: str  # as ssh names it: "[127.0.0.1]:2222", "bastion.example"
+    kind: str  # "unknown" | "changed"
+    key: str | None  # "ssh-ed25519 SHA256:..." when ssh said it (with -v)
+
+
+_CONNECTING = re.compile(r"Connecting to (\S+) \[[^\]]*\] port (\d+)")
+_SERVER_KEY = re.compile(r"Server host key: (\S+) (SHA256:\S+)")
+_UNKNOWN = re.compile(r"No (\S+) host key is known for (\S+) and you have requested strict")
+_CHANGED = re.compile(r"Host key for (\S+) has changed and you have requested strict")
+_CHANGED_FP = re.compile(r"The fingerprint for the (\S+) key sent by the remote host is")
+
+
+def host_key_problem(stderr: str) -> HostKeyProblem | None:
+    """The hop whose host key ssh refused, and the key it was offered, from ssh's stderr."""
+    if "Host key verification failed" not in stderr:
+        return None
+    lines = stderr.splitlines()
+    offered: str | None = None
+    for i, line in enumerate(lines):
+        if m := _SERVER_KEY.search(line):
+            offered = f"{m.group(1)} {m.group(2)}"
+        if m := _CHANGED_FP.search(line):
+            following = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            offered = f"{m.group(1)} {following}" if following.startswith("SHA256:") else offered
+        if m := _UNKNOWN.search(line):
+            return HostKeyProblem(m.group(2).rstrip("."), "unknown", offered)
+        if m := _CHANGED.search(line):
+            return HostKeyProblem(m.group(1).rstrip("."), "changed", offered)
+    return HostKeyProblem("?", "unknown", offered)
+
+
+def without_debug(stderr: str) -> str:
+    """ssh's stderr without its -v lines (what the remote command and ssh's errors said)."""
+    return "\n".join(
+        line for line in stderr.splitlines() if not line.startswith(("debug1:", "debug2:"))
+    )

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The wheel as a user installs it: build it, install it (not editable) into a fresh virtual
+# environment outside the checkout, and run `provision` from another directory, so nothing
+# can come from the checkout. Used by .ci/run; runs alone too: ./scripts/wheel-check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+work=$(mktemp -d /tmp/gpuprov-wheel.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+python3 -m venv "$work/venv"
+"$work/venv/bin/pip" install -q --disable-pip-version-check build
+"$work/venv/bin/python" -m build --wheel --outdir "$work/dist" . >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+wheel=$(ls "$work"/dist/gpuprov-*.whl)
+echo "wheel-check: built $(basename "$wheel")"
+"$work/venv/bin/pip" install -q --disable-pip-version-check "$wheel"
+mkdir "$work/elsewhere"
+cd "$work/elsewhere"
+expected=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$repo/orchestrator/__init__.py")
+got=$("$work/venv/bin/provision" --version)
+[ "$got" = "provision $expected" ] || { echo "wheel-check: --version says '$got', not $expected" >&2; exit 1; }
+"$work/venv/bin/python" - "$repo" <<'PY'
+import sys
+from pathlib import Path
+import orchestrator
+from orchestrator import paths
+where = Path(orchestrator.__file__).resolve()
+assert Path(sys.argv[1]).resolve() not in where.parents, f"orchestrator imported from {where}"
+assert paths.installed() and paths.SITE_PLAYBOOK.is_file(), paths.SOURCE_ROOT
+for role in ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig", "driver_upgrade"):
+    assert (paths.ROLES_DIR / role / "tasks" / "main.yml").is_file(), role
+print(f"wheel-check: installed in {where.parent}, collection in {paths.SOURCE_ROOT}")
+PY
+"$work/venv/bin/provision" plan --facts "$repo/tests/recorded/fixtures/real" >"$work/plan.txt"
+grep -q "^1 hosts: 1 planned" "$work/plan.txt" || { cat "$work/plan.txt"; exit 1; }
+bundle=$("$work/venv/bin/python" -c 'from orchestrator import paths; print(paths.SOURCE_ROOT)')
+ANSIBLE_ROLES_PATH="$bundle/roles" "$work/venv/bin/ansible-playbook" --syntax-check \
+  -i localhost, "$bundle/playbooks/site.yml" >/dev/null
+echo "wheel-check: ok ($got; plan --facts and the site playbook's syntax from $work/elsewhere)"

@@ -1,0 +1,279 @@
+"""One way to reach a host (orchestrator/connection.py): the OpenSSH command line from the
+inventory's variables, ProxyJump hops turned into checked ProxyCommands, and detection and
+validation through a real jump host (in-process paramiko servers on 127.0.0.1, the real
+OpenSSH client)."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from orchestrator import connection
+from orchestrator.detect import detect_hosts, fingerprint
+from orchestrator.inventory import load_inventory
+from orchestrator.parsers import names
+from orchestrator.validate.runner import SubprocessExecutor
+
+needs_ssh = pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
+
+
+def _inv_host(tmp_path: Path, line: str) -> connection.InventoryHost:
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(f"[gpu_nodes]\n{line}\n")
+    return load_inventory(inv).hosts[0]
+
+
+def test_the_command_line_puts_gpuprov_checks_first(tmp_path: Path) -> None:
+    host = _inv_host(
+        tmp_path,
+        "n1 ansible_host=10.0.0.5 ansible_port=2200 ansible_user=ubuntu "
+        "ansible_ssh_private_key_file=/k/id "
+        "ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/kh' "
+        "ansible_ssh_extra_args='-o ServerAliveInterval=5'",
+    )
+    argv = connection.ssh_argv(host, connect_timeout=7)
+    assert argv[:5] == ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
+    # OpenSSH keeps an option's first value: the inventory cannot turn checking off
+    assert argv.index("StrictHostKeyChecking=yes") < argv.index("StrictHostKeyChecking=no")
+    assert "UserKnownHostsFile=/kh " in " ".join(argv)
+    assert "ConnectTimeout=7" in argv and "ServerAliveInterval=5" in argv
+    assert argv[-6:] == ["-o", "ServerAliveInterval=5", "-l", "ubuntu", "--", "10.0.0.5"]
+    assert argv[argv.index("-p") + 1] == "2200" and argv[argv.index("-i") + 1] == "/k/id"
+    assert not connection.proxied(host)
+
+
+def test_proxyjump_hops_become_checked_proxy_commands(tmp_path: Path) -> None:
+    host = _inv_host(
+        tmp_path,
+        "n1 ansible_ssh_common_args='-F /cfg -o ProxyJump=ops@outer:2022,inner "
+        "-o UserKnownHostsFile=/kh'",
+    )
+    assert connection.jump_hosts(host) == ("ops@outer:2022", "inner")
+    assert connection.proxied(host)
+    argv = connection.ssh_argv(host)
+    assert not any("proxyjump" in a.lower() for a in argv)
+    (pc,) = [a.removeprefix("ProxyCommand=") for a in argv if a.startswith("ProxyCommand=")]
+    outer = shlex.split(pc)
+    # the nearest hop is reached through the other; both checked against the same files
+    assert outer[-3:] == ["-W", "[%h]:%p", "inner"]
+    assert "StrictHostKeyChecking=yes" in outer and "UserKnownHostsFile=/kh " in " ".join(outer)
+    assert outer[outer.index("-F") + 1] == "/cfg"
+    (inner,) = [a.removeprefix("ProxyCommand=") for a in outer if a.startswith("ProxyCommand=")]
+    # escaped once: the outer ssh turns %% into %, the inner one expands %h and %p
+    inner_argv = shlex.split(inner)
+    assert inner_argv[-3:] == ["-W", "[%%h]:%%p", "outer"]
+    assert inner_argv[inner_argv.index("-l") + 1] == "ops"
+    assert inner_argv[inner_argv.index("-p") + 1] == "2022"
+    assert "StrictHostKeyChecking=yes" in inner_argv
+
+
+def test_a_users_proxy_command_is_kept(tmp_path: Path) -> None:
+    host = _inv_host(tmp_path, "n1 ansible_ssh_common_args='-o \"ProxyCommand=nc -X 5 %h %p\"'")
+    assert connection.proxied(host) and connection.jump_hosts(host) == ()
+    assert "ProxyCommand=nc -X 5 %h %p" in connection.ssh_argv(host)
+
+
+def test_refused_keys_are_read_back_from_ssh() -> None:
+    unknown = (
+        "debug1: Connecting to 127.0.0.1 [127.0.0.1] port 2201.\n"
+        "debug1: Server host key: ecdsa-sha2-nistp256 SHA256:abc\n"
+        "No ECDSA host key is known for [127.0.0.1]:2201 and you have requested strict "
+        "checking.\nHost key verification failed.\n"
+    )
+    assert connection.host_key_problem(unknown) == connection.HostKeyProblem(
+        "[127.0.0.1]:2201", "unknown", "ecdsa-sha2-nistp256 SHA256:abc"
+    )
+    assert connection.host_key_problem("ssh: connect to host x port 22: refused") is None
+    assert connection.without_debug(unknown).startswith("No ECDSA host key")
+
+
+# --- a real jump host ----------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    port: int
+    host_key: paramiko.PKey
+    client_key: paramiko.PKey | None  # None: a jump host letting user `jump` in (auth none)
+    commands: list[str] = field(default_factory=list)
+    forwarded: list[tuple[str, int]] = field(default_factory=list)
+
+
+class _Handler(paramiko.ServerInterface):  # type: ignore[misc]  # paramiko is untyped
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.destinations: dict[int, tuple[str, int]] = {}
+
+    def get_allowed_auths(self, username: str) -> str:
+        return "none" if self.server.client_key is None else "publickey"
+
+    def check_auth_none(self, username: str) -> int:
+        ok = self.server.client_key is None and username == "jump"
+        return int(paramiko.AUTH_SUCCESSFUL if ok else paramiko.AUTH_FAILED)
+
+    def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
+        ok = username == "root" and key == self.server.client_key
+        return int(paramiko.AUTH_SUCCESSFUL if ok else paramiko.AUTH_FAILED)
+
+    def check_channel_request(self, kind: str, chanid: int) -> int:
+        ok = kind == "session" and self.server.client_key is not None
+        return int(
+            paramiko.OPEN_SUCCEEDED if ok else paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+        )
+
+    def check_channel_direct_tcpip_request(
+        self, chanid: int, origin: tuple[str, int], destination: tuple[str, int]
+    ) -> int:
+        if self.server.client_key is not None:  # only the jump host forwards
+            return int(paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED)
+        self.destinations[chanid] = destination
+        self.server.forwarded.append(destination)
+        return int(paramiko.OPEN_SUCCEEDED)
+
+    def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
+        self.server.commands.append(command.decode())
+        threading.Thread(target=_execute, args=(channel, command.decode()), daemon=True).start()
+        return True
+
+
+def _execute(channel: paramiko.Channel, command: str) -> None:
+    stdin = b""
+    while chunk := channel.recv(65536):
+        stdin += chunk
+    done = subprocess.run(command, shell=True, input=stdin, capture_output=True, check=False)
+    channel.sendall(done.stdout)
+    channel.sendall_stderr(done.stderr)
+    channel.send_exit_status(done.returncode)
+    channel.close()
+
+
+def _pump(a: paramiko.Channel, b: socket.socket) -> None:
+    def one_way(read: object, write: object) -> None:
+        try:
+            while data := read():  # type: ignore[operator]
+                write(data)  # type: ignore[operator]
+        except (OSError, EOFError):
+            pass
+        finally:
+            with contextlib.suppress(OSError, EOFError):  # the other side may be gone
+                a.close()
+                b.close()
+
+    threading.Thread(target=one_way, args=(lambda: a.recv(65536), b.sendall), daemon=True).start()
+    threading.Thread(target=one_way, args=(lambda: b.recv(65536), a.sendall), daemon=True).start()
+
+
+def _session(sock: socket.socket, server: Server) -> None:
+    transport = paramiko.Transport(sock)
+    transport.add_server_key(server.host_key)
+    handler = _Handler(server)
+    try:
+        transport.start_server(server=handler)
+    except (paramiko.SSHException, EOFError):
+        return
+    while transport.is_active():
+        channel = transport.accept(timeout=1)
+        if channel is None:
+            continue
+        destination = handler.destinations.get(channel.get_id())
+        if destination is not None:
+            _pump(channel, socket.create_connection(destination))
+
+
+def _serve(listener: socket.socket, server: Server) -> None:
+    while True:
+        try:
+            sock, _ = listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=_session, args=(sock, server), daemon=True).start()
+
+
+def _start(client_key: paramiko.PKey | None) -> tuple[Server, socket.socket]:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    server = Server(listener.getsockname()[1], paramiko.ECDSAKey.generate(), client_key)
+    threading.Thread(target=_serve, args=(listener, server), daemon=True).start()
+    return server, listener
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[Server, Server]]:
+    target, t_sock = _start(paramiko.ECDSAKey.generate())
+    bastion, b_sock = _start(None)
+    yield target, bastion
+    t_sock.close()
+    b_sock.close()
+
+
+def _line(server: Server) -> str:
+    return (
+        f"[127.0.0.1]:{server.port} {server.host_key.get_name()} {server.host_key.get_base64()}\n"
+    )
+
+
+def _inventory(tmp_path: Path, target: Server, bastion: Server, known: Path) -> Path:
+    key = tmp_path / "id_ecdsa"
+    assert isinstance(target.client_key, paramiko.ECDSAKey)
+    target.client_key.write_private_key_file(str(key))
+    inv = tmp_path / "hosts.ini"
+    # the target's address is one only the jump host can be asked to forward to
+    inv.write_text(
+        "[gpu_nodes]\n"
+        f"node-1 ansible_host=127.0.0.1 ansible_port={target.port} ansible_user=root "
+        f"ansible_ssh_private_key_file={key} "
+        f"ansible_ssh_common_args='-o UserKnownHostsFile={known} "
+        f"-o ProxyJump=jump@127.0.0.1:{bastion.port}'\n"
+    )
+    return inv
+
+
+@needs_ssh
+def test_detection_and_validation_go_through_the_jump_host(
+    tmp_path: Path, servers: tuple[Server, Server]
+) -> None:
+    target, bastion = servers
+    known = tmp_path / "known_hosts"
+    known.write_text(_line(target) + _line(bastion))
+    inventory = load_inventory(_inventory(tmp_path, target, bastion, known))
+    before = len(bastion.forwarded)
+    result = detect_hosts(inventory, progress=False)
+    (node,) = result.hosts
+    assert node.ok and node.raw is not None, node.error
+    assert target.commands[-1] == "sh -s"  # still one round-trip
+    assert bastion.forwarded[before:] == [("127.0.0.1", target.port)]
+    assert names.UNAME_R in node.raw
+    # validation's executor takes the same route
+    out = SubprocessExecutor(tuple(connection.ssh_argv(inventory.hosts[0])))(
+        "echo through-the-bastion", timeout=30
+    )
+    assert (out.rc, out.stdout) == (0, "through-the-bastion\n"), out.stderr
+    assert len(bastion.forwarded) == before + 2
+
+
+@needs_ssh
+def test_an_unknown_jump_host_key_stops_the_run_with_its_fingerprint(
+    tmp_path: Path, servers: tuple[Server, Server]
+) -> None:
+    target, bastion = servers
+    known = tmp_path / "known_hosts"
+    known.write_text(_line(target))  # the target's key only: the bastion's is unknown
+    ran = len(target.commands)
+    result = detect_hosts(load_inventory(_inventory(tmp_path, target, bastion, known)))
+    error = result.failed["node-1"]
+    assert f"host key of [127.0.0.1]:{bastion.port}" in error.message
+    assert "unknown" in error.message and fingerprint(bastion.host_key) in error.message
+    assert "through jump@127.0.0.1" in error.message
+    assert len(target.commands) == ran  # nothing ran on the host
+    assert known.read_text() == _line(target)  # and no key was written
