@@ -163,6 +163,10 @@ def role_vars(
     return ctx
 
 
+def _bool(value: object) -> bool:
+    return value is True or str(value).strip().lower() in ("true", "yes", "1")
+
+
 def _strs(value: object) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
@@ -229,5 +233,9 @@ def driver_packages(
         prebuilt=_strs(chosen.get("prebuilt")),
         dkms=_strs(chosen.get("dkms_versioned")),
         repository=f"NVIDIA's CUDA repository {cuda}" if source == "cuda" else archive,
-        fabricmanager_repository=f"NVIDIA's CUDA repository {cuda}" if fm else "",
+        fabricmanager_repository=(
+            ("" if not fm else archive)
+            if _bool(v.get("__nvidia_driver_fabricmanager_in_archive"))
+            else (f"NVIDIA's CUDA repository {cuda}" if fm else "")
+        ),
     )

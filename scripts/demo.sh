@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The README's main job, end to end on this machine: a 2-node p5.48xlarge lab on Debian 12
 # (systemd test hosts whose GPUs are SIMULATED), then the whole `provision` pipeline on it
-# (detect, plan, apply, validate, verify), ending in the per-host report.
+# (detect, plan, apply, validate, verify), ending in the per-host report. The driver takes
+# the production path, the fleet's default plan for a p5: NVIDIA's CUDA repository (here the
+# lab's signed TEST DOUBLE of NVIDIA's debian12 repository, tests/lab/aptrepo), R580, open
+# modules, fabric manager; the plan names the packages it installs and holds.
 #
 #   ./scripts/demo.sh            # `make demo` runs it after `make setup`
 #   GPUPROV_LAB=mine ./scripts/demo.sh --down   # another lab name; remove the lab at the end

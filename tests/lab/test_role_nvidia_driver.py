@@ -1,14 +1,21 @@
 """Lab tests of the nvidia_driver role on the session lab's Debian 12 and Debian 13 hosts.
 
-What is real here: Debian's driver packages from Debian's archive, the DKMS build of the
-kernel module against Debian's kernel headers, apt pins and holds, the nouveau blacklist, the
-systemd units, and the fabric manager / nscq packages (signed test doubles from
-tests/lab/aptrepo). What is simulated (gpusim): the GPUs, the kernel release the host
-presents (the uname shim), loading the built module, nvidia-smi and the fabric state.
+Debian 12 takes the production path, the fleet's default plan for a p5: NVIDIA's CUDA
+repository (`nvidia_driver_source: cuda`), open modules, fabric manager. The repository is
+the lab's signed test double of NVIDIA's debian12/x86_64 repository (tests/lab/aptrepo,
+generated from tests/recorded/reference/packages.yaml: Debian-style names, unsuffixed fabric
+manager from 580), whose kernel-module packages carry a tiny DKMS module of our own that DKMS
+really builds in seconds. Debian 13 keeps Debian's own packaged driver (550.163.01,
+proprietary), the one real NVIDIA driver build the lab still runs (10-25 minutes).
 
-The plan (branch, exact version, flavour, source, fabric manager) comes from
-`provision plan --json` on the lab, not from literals. The first converge runs DKMS twice
-(two hosts) on this machine's cores: expect 15-25 minutes.
+What is real: the signed repositories and the key check, apt pins and holds, DKMS builds
+against the installed kernel headers, the nouveau blacklist, the systemd units. What is
+simulated (gpusim): the GPUs, the kernel release the host presents (the uname shim),
+loading the built module, nvidia-smi, persistence mode and the fabric state. Every NVIDIA
+package on the Debian 12 host is a test double, not NVIDIA's software.
+
+The plan (branch, exact version, flavour, source, fabric manager, package names) comes from
+`provision plan --json` on the lab, not from literals.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -25,6 +33,7 @@ from typing import Any
 
 import pytest
 import testinfra
+import yaml
 
 from orchestrator.lab.running import RunningLab
 
@@ -35,13 +44,6 @@ BIN = REPO / ".venv" / "bin"
 STATE_FILE = "/var/lib/gpuprov/nvidia_driver.json"
 REBOOT_FILE = "/var/lib/gpuprov/reboot-required"
 OSES = ("debian12", "debian13")
-
-# The one deviation from the plan: the lab builds the proprietary kernel modules (the plan
-# says open). Both are real DKMS builds against the installed headers, but the open modules
-# compile their whole resource manager (about 1,000 more C files): on this 2-core machine,
-# shared at a load average of about 23, that build was still compiling after 20 minutes per
-# host. GPUPROV_DRIVER_LAB_FLAVOUR=open runs the plan's flavour.
-LAB_FLAVOUR = os.environ.get("GPUPROV_DRIVER_LAB_FLAVOUR", "proprietary")
 
 # Simulator preparation, not part of the role: present the kernel of the suite's point
 # release (linux-headers-amd64 from "<codename>/main"), whose headers the archive carries.
@@ -109,6 +111,8 @@ class Converged:
     first: PlaybookRun
     second: PlaybookRun
     check: PlaybookRun
+    versions: Mapping[str, str]  # host -> the exact driver version the role resolved
+    lab_key_fingerprint: str  # of the lab's throwaway repository key (group_vars/lab.yml)
 
     def playbook(self, *args: str) -> PlaybookRun:
         return run_playbook(self.lab, self.workdir, *args)
@@ -140,10 +144,11 @@ def _plan(lab: RunningLab) -> dict[str, dict[str, Any]]:
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     hosts: dict[str, Any] = json.loads(proc.stdout)["hosts"]
-    return {
-        name: next(r["vars"] for r in host["roles"] if r["name"] == "nvidia_driver")
-        for name, host in hosts.items()
-    }
+    plans = {}
+    for name, host in hosts.items():
+        driver = next(r for r in host["roles"] if r["name"] == "nvidia_driver")
+        plans[name] = {**driver["vars"], "__packages": driver["packages"]}
+    return plans
 
 
 @pytest.fixture(scope="module")
@@ -159,10 +164,7 @@ def converged(driver_lab: RunningLab, tmp_path_factory: pytest.TempPathFactory) 
     for name in lab.hosts:
         done = lab.ssh(name, SIMULATOR_KERNEL, timeout=600)
         assert done.returncode == 0, f"{name}: {done.stderr}"
-    plan = {
-        name: {**host_plan, "nvidia_driver_flavour": LAB_FLAVOUR}
-        for name, host_plan in _plan(lab).items()
-    }
+    plan = _plan(lab)
     workdir = tmp_path_factory.mktemp("nvidia_driver")
     (workdir / "converge.yml").write_text(CONVERGE, encoding="utf-8")
     (workdir / "plan.json").write_text(json.dumps({"nvidia_driver_plan": plan}), encoding="utf-8")
@@ -173,7 +175,12 @@ def converged(driver_lab: RunningLab, tmp_path_factory: pytest.TempPathFactory) 
     check = run_playbook(lab, workdir, *args, "--check", "--diff")
     timings = {"first": first.seconds, "second": second.seconds, "check": check.seconds}
     print(f"nvidia_driver lab converge seconds ({len(lab.hosts)} hosts): {timings}")
-    return Converged(lab, plan, workdir, fresh, first, second, check)
+    versions = {
+        name: json.loads(lab.ssh(name, f"cat {STATE_FILE}").stdout)["version"] for name in lab.hosts
+    }
+    lab_vars = yaml.safe_load((lab.inventory.parent / "group_vars" / "lab.yml").read_text())
+    fingerprint = str(lab_vars["gpuprov_lab_repo_key_fingerprint"])
+    return Converged(lab, plan, workdir, fresh, first, second, check, versions, fingerprint)
 
 
 @pytest.fixture(params=OSES)
@@ -220,28 +227,41 @@ def test_packages_at_the_planned_version_and_held(
     host, name = node
     plan = converged.plan[name]
     record = _record(host)
-    assert record["version"] == plan["nvidia_driver_version"]
+    version = converged.versions[name]
+    assert record["version"] == version
+    if plan["nvidia_driver_version"]:
+        assert version == plan["nvidia_driver_version"]
+    else:  # the plan leaves the release to the host: the newest of the branch offered
+        offered = host.check_output(
+            "apt-cache madison %s | awk -F'|' '{gsub(/ /, \"\", $2); print $2}'",
+            plan["__packages"]["driver"][0],
+        ).split()
+        in_branch = [
+            v.split("-")[0] for v in offered if v.startswith(f"{plan['nvidia_driver_branch']}.")
+        ]
+        assert in_branch and version == in_branch[0], (version, in_branch)
     assert record["flavour"] == plan["nvidia_driver_flavour"]
-    branch = plan["nvidia_driver_branch"]
-    held = set(record["held"])
+    # Held: exactly what the plan named (from the role's own OS data) and nothing else.
+    packages = plan["__packages"]
+    assert record["held"] == packages["held"]
     if plan["nvidia_driver_fabricmanager"]:
-        assert {f"nvidia-fabricmanager-{branch}", f"libnvidia-nscq-{branch}"} <= held
+        assert packages["fabricmanager"], "a p5 plan installs the fabric manager"
+        assert set(packages["fabricmanager"]) <= set(record["held"])
     shown = set(host.check_output("apt-mark showhold").split())
-    assert held <= shown, f"not held: {sorted(held - shown)}"
-    exact = [p for p in record["held"] if p not in ("nvidia-persistenced", "nvidia-modprobe")]
-    for package in exact:
+    assert set(record["held"]) <= shown, f"not held: {sorted(set(record['held']) - shown)}"
+    for package in [*packages["driver"], *packages["fabricmanager"]]:
         pkg = host.package(package)
         assert pkg.is_installed, package
-        assert pkg.version.split("-")[0] == plan["nvidia_driver_version"], (package, pkg.version)
+        assert pkg.version.split("-")[0] == version, (package, pkg.version)
     pin = host.file("/etc/apt/preferences.d/gpuprov-nvidia-driver.pref")
-    assert f"Pin: version {plan['nvidia_driver_version']}-*" in pin.content_string
+    assert f"Pin: version {version}-*" in pin.content_string
 
 
 def test_dkms_module_matches_the_installed_headers(
     converged: Converged, node: tuple[Any, str]
 ) -> None:
     host, name = node
-    version = converged.plan[name]["nvidia_driver_version"]
+    version = converged.versions[name]
     kernel = host.check_output("uname -r")
     assert host.package(f"linux-headers-{kernel}").is_installed
     status = host.check_output("dkms status -k %s", kernel)
@@ -281,7 +301,7 @@ def test_driver_loaded_and_fabric_completed(converged: Converged, node: tuple[An
     host, name = node
     plan = converged.plan[name]
     loaded = host.file("/proc/driver/nvidia/version").content_string
-    assert f" {plan['nvidia_driver_version']} " in loaded
+    assert f" {converged.versions[name]} " in loaded
     assert ("Open Kernel Module" in loaded) == (plan["nvidia_driver_flavour"] == "open")
     states = re.findall(r"\n\s+Fabric\s*\n\s+State\s+:\s+(.+)", host.check_output("nvidia-smi -q"))
     assert states and set(states) == {"Completed"}
@@ -305,7 +325,7 @@ def test_unavailable_version_fails_before_any_change(converged: Converged) -> No
     flat = " ".join(run.output.split())  # the callback wraps long messages
     offered = re.search(rf"do not offer driver {re.escape(wanted)}; available: ([0-9., ]+)\.", flat)
     assert offered, run.output[-3000:]
-    assert plan["nvidia_driver_version"] in offered[1].replace(",", " ").split()
+    assert converged.versions[name] in offered[1].replace(",", " ").split()
     assert "Nothing was changed" in flat
     assert run.recap[name]["changed"] == 0
 
@@ -326,7 +346,7 @@ def test_preinstalled_driver_is_left_untouched(converged: Converged) -> None:
             "-e",
             f"nvidia_driver_branch={branch}",
             "-e",
-            f"nvidia_driver_flavour={LAB_FLAVOUR}",
+            f"nvidia_driver_flavour={converged.plan[name]['nvidia_driver_flavour']}",
         )
     finally:
         lab.ssh(name, f"mv {STATE_FILE}.away {STATE_FILE}")
@@ -359,7 +379,7 @@ def test_reboot_forbidden_is_recorded_then_cleared(converged: Converged) -> None
     cleared = converged.playbook(*args, "--limit", name)
     assert cleared.rc == 0, cleared.output[-4000:]
     assert lab.ssh(name, f"test ! -e {REBOOT_FILE}").returncode == 0
-    version = converged.plan[name]["nvidia_driver_version"]
+    version = converged.versions[name]
     assert version in lab.ssh(name, "cat /proc/driver/nvidia/version").stdout
 
 
@@ -381,3 +401,139 @@ def test_fabric_not_completed_fails_with_the_fix(converged: Converged) -> None:
     assert run.rc != 0
     assert "Fabric State is Not Started" in run.output
     assert "systemctl status nvidia-fabricmanager" in run.output
+
+
+# --- known wrong behaviours on real hosts (each failed before its fix) ---------------------
+
+PERSISTENCED_D = "/etc/systemd/system/nvidia-persistenced.service.d"
+
+
+def _persistence(converged: Converged, name: str) -> set[str]:
+    done = converged.lab.ssh(name, "nvidia-smi --query-gpu=persistence_mode --format=csv,noheader")
+    return {line.strip() for line in done.stdout.splitlines() if line.strip()}
+
+
+def test_a_unit_started_with_no_persistence_mode_ends_with_persistence_on(
+    converged: Converged,
+) -> None:
+    """Ubuntu's packaged unit (canonical/nvidia-graphics-drivers debian/nvidia-persistenced.
+    service @745a97b) runs `nvidia-persistenced --user nvidia-persistenced
+    --no-persistence-mode --verbose`: the daemon runs and persistence stays off. Here the
+    same flag is added to the lab's unit by a drop-in; the role must end with persistence on
+    (and gpuprov's own persistence check passing), and a rerun changes nothing."""
+    name = converged.lab.host_for("debian12")
+    lab = converged.lab
+    exec_start = lab.ssh(
+        name, "systemctl show --property=ExecStart --value nvidia-persistenced"
+    ).stdout
+    argv = re.search(r"argv\[\]=([^;]*)", exec_start)
+    assert argv, exec_start
+    ubuntu_like = (
+        "# test: the command line of Ubuntu's packaged unit (--no-persistence-mode)\n"
+        f"[Service]\nExecStart=\nExecStart={argv[1].strip()} --no-persistence-mode\n"
+    )
+    dropin = f"{PERSISTENCED_D}/ubuntu-packaged.conf"
+    setup = (
+        f"rm -f {PERSISTENCED_D}/zz-gpuprov-persistence-mode.conf && "
+        f"printf '%s' {shlex.quote(ubuntu_like)} > {dropin} && "
+        "systemctl daemon-reload && systemctl restart nvidia-persistenced"
+    )
+    assert lab.ssh(name, setup).returncode == 0
+    args = (str(converged.workdir / "converge.yml"), "-e", f"@{converged.workdir / 'plan.json'}")
+    try:
+        assert _persistence(converged, name) == {"Disabled"}, "the flag must leave it off"
+        run = converged.playbook(*args, "--limit", name)
+        assert run.rc == 0, run.output[-4000:]
+        assert _persistence(converged, name) == {"Enabled"}
+        rerun = converged.playbook(*args, "--limit", name)
+        assert rerun.rc == 0 and rerun.recap[name]["changed"] == 0, rerun.output[-4000:]
+    finally:
+        lab.ssh(
+            name,
+            f"rm -f {dropin} {PERSISTENCED_D}/zz-gpuprov-persistence-mode.conf && "
+            "systemctl daemon-reload && systemctl restart nvidia-persistenced",
+        )
+
+
+def test_initramfs_is_rebuilt_before_the_driver_loads_and_a_rerun_does_not_again(
+    converged: Converged,
+) -> None:
+    """The nouveau blacklist must be in the initramfs before any module load or reboot (it
+    was a handler, run at the end of the play: after the load or the reboot). The lab's hosts
+    have no update-initramfs: a stand-in records when it runs."""
+    name = converged.lab.host_for("debian12")
+    lab = converged.lab
+    log = "/var/log/gpuprov-test-initramfs.log"
+    tool = "/usr/sbin/update-initramfs"
+    shim = f'#!/bin/sh\necho "update-initramfs $* $(date +%s.%N)" >> {log}\n'
+    unload = (
+        "systemctl stop nvidia-fabricmanager nvidia-persistenced && modprobe -r nvidia_uvm nvidia"
+    )
+    setup = (
+        f"printf '%s' {shlex.quote(shim)} > {tool} && chmod 755 {tool} && rm -f {log} "
+        f"/etc/modprobe.d/gpuprov-blacklist-nouveau.conf "
+        f"/var/lib/gpuprov/initramfs-nouveau-blacklist && {unload}"
+    )
+    assert lab.ssh(name, setup).returncode == 0
+    args = (str(converged.workdir / "converge.yml"), "-e", f"@{converged.workdir / 'plan.json'}")
+    try:
+        run = converged.playbook(*args, "--limit", name)
+        rerun = converged.playbook(*args, "--limit", name)
+        calls = lab.ssh(name, f"cat {log}").stdout.splitlines()
+    finally:
+        lab.ssh(name, f"rm -f {tool} {log}")
+    assert run.rc == 0, run.output[-4000:]
+    order = [
+        m[1]
+        for m in re.finditer(
+            r"^(?:TASK|RUNNING HANDLER) \[nvidia_driver : ([^\]]+)\][^\n]*\n"
+            r"(?:(?!TASK |RUNNING HANDLER )[^\n]*\n)*?changed: \[",
+            run.output,
+            re.MULTILINE,
+        )
+    ]
+    rebuilt = [t for t in order if "initramfs" in t.lower()]
+    assert rebuilt and "Load the driver" in order, order
+    assert order.index(rebuilt[0]) < order.index("Load the driver"), order
+    assert calls == [c for c in calls if c.startswith("update-initramfs -u -k all ")]
+    assert len(calls) == 1, f"rebuilt once, not again on the rerun: {calls}"
+    assert rerun.rc == 0 and rerun.recap[name]["changed"] == 0, rerun.output[-4000:]
+    assert "Reboot to load the driver" not in re.findall(
+        r"TASK \[nvidia_driver : ([^\]]+)\][^\n]*\nchanged:", rerun.output
+    )
+
+
+def test_a_key_with_another_fingerprint_stops_the_role_before_any_install(
+    converged: Converged, tmp_path: Path
+) -> None:
+    """The key is fetched again on every run and compared: a mismatch stops the role with
+    the key's fingerprint in the message, exit 1 from `provision apply`, nothing installed."""
+    name = converged.lab.host_for("debian12")
+    lab = converged.lab
+    wrong = "0" * 40
+    packages = "dpkg-query -W --showformat='${Package} ${Version} ${db:Status-Abbrev}\\n'"
+    before = lab.ssh(name, packages).stdout
+    host_vars = lab.inventory.parent / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    mine = host_vars / f"{name}.yml"
+    mine.write_text(f"---\nnvidia_driver_cuda_repo_key_fingerprints: ['{wrong}']\n")
+    report = tmp_path / "report.json"
+    try:
+        proc = subprocess.run(
+            [str(BIN / "provision"), "--inventory", str(lab.inventory), "--report", str(report),
+             "apply", "--limit", name],
+            cwd=REPO,
+            env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"},
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )  # fmt: skip
+    finally:
+        mine.unlink()
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    flat = " ".join((proc.stdout + proc.stderr + report.read_text()).split())
+    found = converged.lab_key_fingerprint
+    assert f"has fingerprint {found}, expected {wrong}" in flat, flat[-3000:]
+    assert "Nothing was installed" in flat
+    assert lab.ssh(name, packages).stdout == before, "packages changed"

@@ -1,26 +1,32 @@
-"""Reprovisioning after a driver upgrade, on a lab of its own (Debian 12, real packages).
+"""Reprovisioning after a driver upgrade, on a lab of its own (Debian 12, CUDA-repository path).
 
-Two Debian 12 p5 hosts. The first is converged through the product (`provision apply`) at
-Debian's packaged 535.261.03 (bookworm, proprietary modules: the lab's policy), pinned in its
-host_vars. The policy then moves the fleet to 535.309.01 (bookworm-security), as a user
-bumping the driver in the inventory would, and `provision apply --serial 1` rolls: drain hook,
-GPU jobs waited for, clients stopped, driver + fabric manager + nscq upgraded in lockstep
-(DKMS really builds 535.309.01), re-validated, undrain hook. Scenarios, in order:
+Two Debian 12 p5 hosts on the production path (NVIDIA's CUDA repository, open modules,
+fabric manager), served by the lab's test double of NVIDIA's debian12/x86_64 repository
+(tests/lab/aptrepo, generated from tests/recorded/reference/packages.yaml). The first is
+converged through the product (`provision apply`) at 575.57.08, pinned in its host_vars:
+the fabric manager is still `nvidia-fabricmanager-575`. The policy then moves the fleet to
+580.159.04, across NVIDIA's rename (`nvidia-fabricmanager`, `libnvidia-nscq`, unsuffixed from
+580), and `provision apply --serial 1` rolls: drain hook, GPU jobs waited for, clients
+stopped, driver + fabric manager + nscq upgraded in lockstep (DKMS builds the double's small
+module), re-validated (Fabric State gate), undrain hook. Scenarios, in order:
 
 1. The run is killed while the first host is being re-validated: it stays drained, and its
    state file says where it stopped.
 2. A rerun with an Xid in the kernel log (gpusim fault) resumes at the validation, which now
    fails: the host stays drained, the rollout stops (max fail 0) and the second host, next in
-   the rollout, is not touched (it never needs a driver: two DKMS builds in all).
+   the rollout, is not touched.
 3. With the fault cleared, a rerun resumes at the validation again, passes, runs the undrain
-   hook, and `provision verify` passes at the new version.
+   hook, and `provision verify` passes at the new version; the old suffixed fabric manager
+   is gone and not held, the new one is held.
+4. The policy moves to 595.91.07, across the pinning scheme: nvidia-driver-pinning-595 is
+   installed before the driver, and everything installed is held.
 
 The first host runs a MIG layout (policy `mig_layout`) from its first converge. Reloading the
 driver destroys GPU and compute instances (as on real GPUs), so the upgrade run must re-create
 them: its mig role reports a change on that host, and verification checks the layout.
 
-Simulated: the GPUs, loading the module DKMS built, nvidia-smi, the kernel log (gpusim); the
-fabric manager and nscq packages are signed test doubles (tests/lab/aptrepo).
+Simulated: the GPUs, loading the module DKMS built, nvidia-smi, the kernel log (gpusim). Every
+NVIDIA package is a signed test double (tests/lab/aptrepo), not NVIDIA's software.
 """
 
 from __future__ import annotations
@@ -49,7 +55,10 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 HOOKS = "/var/log/gpuprov-upgrade-hooks.log"
 STATE = "/var/lib/gpuprov/upgrade.json"
-OLD, NEW = "535.261.03", "535.309.01"
+# 575: suffixed fabric manager; 580: unsuffixed; 595: the pinning scheme (selection.yaml of
+# tests/lab/aptrepo publishes these releases; packages.yaml cuda_apt.branches).
+OLD, NEW, PINNED = "575.57.08", "580.159.04", "595.91.07"
+FLAVOUR = "open"  # the plan's flavour for an H100 on NVIDIA's repository
 FLEET_MIG = yaml.safe_load((REPO / "inventory/group_vars/all.yml").read_text())["mig_configs"]
 MIG_LAYOUT = "h100-80gb-mixed"  # p5: H100 80GB
 MIG_POLICY: dict[str, Any] = {
@@ -173,6 +182,8 @@ def upgrade(
         converged = provision(lab, work / "converge.json", "apply", "--limit", first.name)
         assert converged["exit_code"] == 0, converged["_output"][-4000:]
         assert f" {OLD} " in first.loaded(), first.loaded()
+        held = first.sh("apt-mark showhold").split()
+        assert {"nvidia-fabricmanager-575", "libnvidia-nscq-575"} <= set(held), held
         assert first.mig_instances() == MIG_INSTANCES, "the layout applies at the old version"
         # The fleet's policy moves to the new release (group_vars: every host of the lab).
         (lab.inventory.parent / "group_vars" / "gpu_nodes.yml").write_text(
@@ -197,9 +208,11 @@ def test_plan_shows_the_upgrade(
     report = provision(lab, work / "plan.json", "plan")
     driver = _plan_roles(report, old.name)["nvidia_driver"]
     assert driver["change"] is True
-    assert f"upgrade {OLD} proprietary -> {NEW} proprietary" in driver["reason"], driver["reason"]
+    assert f"upgrade {OLD} {FLAVOUR} -> {NEW} {FLAVOUR}" in driver["reason"], driver["reason"]
+    # The plan names the packages across the rename: the unsuffixed fabric manager.
+    assert driver["packages"]["fabricmanager"] == ["nvidia-fabricmanager", "libnvidia-nscq"]
     fresh = _plan_roles(report, other.name)["nvidia_driver"]
-    assert fresh["reason"].startswith(f"install {NEW} proprietary"), fresh["reason"]
+    assert fresh["reason"].startswith(f"install {NEW} {FLAVOUR}"), fresh["reason"]
 
 
 def test_killed_during_validation_stays_drained_with_its_state(
@@ -237,7 +250,7 @@ def test_killed_during_validation_stays_drained_with_its_state(
     old.sh("pkill -f 'sleep [9]00' || true")  # [9]: the pattern must not match this shell
     slow.write_text("---\n" + yaml.safe_dump(FIRST_POLICY))
     state = old.state()
-    assert state["status"] == "in_progress" and state["target"] == f"{NEW} proprietary"
+    assert state["status"] == "in_progress" and state["target"] == f"{NEW} {FLAVOUR}"
     assert state["done"][-1] == "refresh-runtime" and "undrain" not in state["done"]
     assert f" {NEW} " in old.loaded(), "the new driver is installed and loaded"
     assert old.hooks() == ["drain"], "drained once, not undrained"
@@ -283,4 +296,61 @@ def test_rerun_after_the_fix_completes_and_verifies(
     assert old.hooks() == ["drain", "undrain"]
     assert old.mig_instances() == MIG_INSTANCES
     verify = provision(lab, work / "verify.json", "--limit", old.name, "verify")
+    assert verify["exit_code"] == 0, verify["_output"][-4000:]
+
+
+def _held_and_versions(node: Node) -> tuple[set[str], dict[str, str]]:
+    held = set(node.sh("apt-mark showhold").split())
+    listing = node.sh("dpkg-query -W --showformat='${Package} ${Version} ${db:Status-Status}\\n'")
+    versions = {
+        line.split()[0]: line.split()[1]
+        for line in listing.splitlines()
+        if line.split() and line.split()[-1] == "installed"
+    }
+    return held, versions
+
+
+def test_the_fabric_manager_crossed_the_rename_in_lockstep_and_held(
+    upgrade: tuple[RunningLab, Node, Node, Path],
+) -> None:
+    _, old, _, _ = upgrade
+    held, versions = _held_and_versions(old)
+    for name in ("nvidia-fabricmanager", "libnvidia-nscq"):
+        assert versions.get(name, "").startswith(f"{NEW}-"), (name, versions.get(name))
+        assert name in held, name
+    for gone in ("nvidia-fabricmanager-575", "libnvidia-nscq-575"):
+        assert gone not in versions, f"{gone} is still installed"
+        assert gone not in held, f"{gone} is still held"
+    record = json.loads(old.sh("cat /var/lib/gpuprov/nvidia_driver.json"))
+    assert record["version"] == NEW and set(record["held"]) <= held
+
+
+def test_upgrade_across_the_pinning_scheme(
+    upgrade: tuple[RunningLab, Node, Node, Path],
+) -> None:
+    lab, old, _, work = upgrade
+    (lab.inventory.parent / "group_vars" / "gpu_nodes.yml").write_text(
+        "---\n" + yaml.safe_dump({"nvidia_driver_version": PINNED})
+    )
+    report = provision(lab, work / "pinned.json", "apply", "--serial", "1", "--limit", old.name)
+    assert report["exit_code"] == 0, report["_output"][-4000:]
+    state = old.state()
+    assert state["status"] == "done" and state["done"][-1] == "undrain", state
+    assert f" {PINNED} " in old.loaded(), old.loaded()
+    held, versions = _held_and_versions(old)
+    assert "nvidia-driver-pinning-595" in versions and "nvidia-driver-pinning-595" in held
+    # dpkg's own log: the pinning package went in before the driver moved to 595.
+    log = [
+        ln.split() for ln in old.sh("grep -E ' (install|upgrade) ' /var/log/dpkg.log").splitlines()
+    ]
+    pinning = next(i for i, f in enumerate(log) if f[3].startswith("nvidia-driver-pinning-595"))
+    driver = next(
+        i for i, f in enumerate(log)
+        if f[3].startswith("nvidia-kernel-open-dkms") and f[-1].startswith(PINNED)
+    )  # fmt: skip
+    assert pinning < driver, log[-20:]
+    for name in ("nvidia-fabricmanager", "libnvidia-nscq", "nvidia-kernel-open-dkms"):
+        assert versions.get(name, "").startswith(f"{PINNED}-"), (name, versions.get(name))
+        assert name in held, name
+    verify = provision(lab, work / "verify-pinned.json", "--limit", old.name, "verify")
     assert verify["exit_code"] == 0, verify["_output"][-4000:]

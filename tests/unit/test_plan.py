@@ -501,7 +501,8 @@ def test_ubuntu_archive_plan_names_the_prebuilt_module_for_the_running_kernel() 
     ]
     assert driver.packages["dkms_modules"] == ["nvidia-dkms-580-server-open"]
     assert driver.packages["repository"] == "the distribution's archive"
-    assert str(driver.packages["fabricmanager_repository"]).startswith("NVIDIA's CUDA repository")
+    assert driver.packages["fabricmanager"] == ["nvidia-fabricmanager-580", "libnvidia-nscq-580"]
+    assert driver.packages["fabricmanager_repository"] == "the distribution's archive"
 
 
 def test_a_combination_without_recorded_packages_is_blocked_with_the_reason() -> None:

@@ -264,10 +264,11 @@ def test_ubuntu_distribution_prefers_signed_prebuilt_modules(rendered: Path) -> 
     assert r["set"]["dkms_versioned"] == ["nvidia-dkms-580-server-open"]
     assert r["headers"] == [f"linux-headers-{KERNEL}"]
     assert r["set"]["prebuilt_common"] == "nvidia-kernel-common-580-server"
-    # The fabric manager comes from NVIDIA's repository: unsuffixed from 580 on.
-    assert r["fabricmanager"] == ["nvidia-fabricmanager", "libnvidia-nscq"]
+    # Canonical's own fabric manager (multiverse): it keeps the branch suffix and matches the
+    # -server driver exactly; no NVIDIA repository is needed.
+    assert r["fabricmanager"] == ["nvidia-fabricmanager-580", "libnvidia-nscq-580"]
     assert r["pinning"] == []
-    assert r["use_cuda_repo"] is True
+    assert r["use_cuda_repo"] is False
     assert r["distribution_sources"] == []
 
 
@@ -413,7 +414,7 @@ def test_canonical_archive_has_no_pinning_package(rendered: Path) -> None:
     r = _result(rendered, "ubuntu2204_distribution_open_595_fm")
     assert r["pinning"] == []
     assert r["set"]["anchor"] == "nvidia-headless-no-dkms-595-server-open"
-    assert r["fabricmanager"] == ["nvidia-fabricmanager", "libnvidia-nscq"]
+    assert r["fabricmanager"] == ["nvidia-fabricmanager-595", "libnvidia-nscq-595"]
 
 
 def test_debian_cuda_names_carry_no_branch(rendered: Path) -> None:
