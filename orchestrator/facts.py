@@ -156,6 +156,61 @@ NVLINK5_MODULES = ("mlx5_core", "ib_umad")
 
 
 @dataclass(frozen=True)
+class KernelModule:
+    """An NVIDIA kernel module file under /lib/modules/<release>/ (nvidia.ko*, or Debian's
+    DKMS name nvidia-current.ko*), with modinfo's version and signer."""
+
+    path: str
+    version: str  # "" when modinfo printed none
+    signer: str  # "" when unsigned (or modinfo unavailable)
+
+
+@dataclass(frozen=True)
+class InstalledKernel:
+    release: str  # "6.1.0-57-amd64"
+    vmlinuz: bool  # /boot/vmlinuz-<release> exists: a boot loader can boot it
+    headers: bool  # /lib/modules/<release>/build/Makefile: DKMS can build for it
+    modules: tuple[KernelModule, ...] = ()
+    dkms: tuple[tuple[str, str], ...] = ()  # DKMS tree entries: (module name, version)
+
+    def module_versions(self) -> frozenset[str]:
+        return frozenset(
+            {m.version for m in self.modules if m.version}
+            | {v for _, v in self.dkms if self.modules}
+        )
+
+    def has_module(self, version: str) -> bool:
+        """A module for driver `version` ("535.261.03"; a bare branch "535" matches any
+        release of it); "" asks for any NVIDIA module."""
+        if not self.modules:
+            return False
+        if not version:
+            return True
+        if "." in version:
+            return version in self.module_versions()
+        return any(v.split(".")[0] == version for v in self.module_versions())
+
+
+@dataclass(frozen=True)
+class KernelState:
+    """The kernels a host has installed and the one it boots next (issue 16)."""
+
+    running: str
+    installed: tuple[InstalledKernel, ...]
+    default: str  # the kernel the boot loader starts next; "" when not known
+    default_from: str  # "grubby", "grubenv", "grub.cfg", "newest installed" or ""
+    mok: tuple[tuple[str, str], ...] = ()  # (certificate path, enrolled|not-enrolled|unknown)
+
+    def kernel(self, release: str) -> InstalledKernel | None:
+        return next((k for k in self.installed if k.release == release), None)
+
+    @property
+    def pending(self) -> tuple[InstalledKernel, ...]:
+        """Installed, bootable kernels other than the running one."""
+        return tuple(k for k in self.installed if k.vmlinuz and k.release != self.running)
+
+
+@dataclass(frozen=True)
 class UpgradeState:
     """roles/driver_upgrade's record on the host (/var/lib/gpuprov/upgrade.json)."""
 
@@ -193,6 +248,7 @@ class HostFacts:
     uptime_s: float | None = None  # /proc/uptime when detected; ages Xid events
     upgrade: UpgradeState | None = None  # a driver upgrade recorded on the host, if any
     arch: str = ""  # `uname -m`: "x86_64", "aarch64"; "" when unknown
+    kernels: KernelState | None = None  # installed kernels and modules; None: not probed
 
     @property
     def nvidia_pci(self) -> tuple[PciDevice, ...]:

@@ -23,6 +23,7 @@ from orchestrator.catalog import (
 from orchestrator.driver_packages import PackagesUnavailable, driver_packages
 from orchestrator.errors import PolicyError
 from orchestrator.facts import HostFacts, PciDevice
+from orchestrator.kernels import kernel_notes
 from orchestrator.nvlink5 import plan_nvlink5
 from orchestrator.policy import Policy
 
@@ -445,6 +446,14 @@ def _driver_role(
                 f"{exc}; fix: choose another nvidia_driver_flavour, nvidia_driver_branch or "
                 "nvidia_driver_source for this host (docs/support-matrix.md)"
             )
+    kernel = kernel_notes(
+        facts,
+        target=version or str(choice.branch),
+        change=not keep,
+        prebuilt=bool(packages and packages.prebuilt),
+    )
+    notes.warnings += kernel.warnings
+    notes.blockers += kernel.blockers
     return RolePlan(
         name="nvidia_driver",
         vars={

@@ -259,6 +259,64 @@ infiniband_vpd() {
     return 0
 }
 [ -d /sys/class/infiniband ] && cap infiniband-vpd.txt infiniband_vpd
+# Installed kernels and the NVIDIA module each would load (issue 16): a kernel that boots
+# without one loses the host its GPUs. One line per kernel (/lib/modules, /boot), per module
+# file with modinfo's version and signer, per DKMS tree entry; then the boot loader's default
+# where readable, and whether the DKMS signing certificate is enrolled (mokutil --test-key).
+# Key paths: dkms's own defaults (Debian's dkms 3.0.10 /usr/sbin/dkms: /var/lib/dkms/mok.pub,
+# on Ubuntu /var/lib/shim-signed/mok/MOK.der), or mok_certificate= in /etc/dkms/framework.conf.
+kernels() {
+    printf 'running %s\n' "$(uname -r)"
+    for k in $({
+        ls -1 /lib/modules 2>/dev/null
+        for f in /boot/vmlinuz-*; do [ -e "$f" ] && printf '%s\n' "${f#/boot/vmlinuz-}"; done
+    } | sort -u); do
+        vm=no; [ -e "/boot/vmlinuz-$k" ] && vm=yes
+        hd=no; [ -e "/lib/modules/$k/build/Makefile" ] && hd=yes
+        printf 'kernel %s vmlinuz=%s headers=%s\n' "$k" "$vm" "$hd"
+        [ -d "/lib/modules/$k" ] || continue
+        find "/lib/modules/$k" \( -name 'nvidia.ko*' -o -name 'nvidia-current.ko*' \) \
+            2>/dev/null | while read -r m; do
+            ver=$(modinfo -F version "$m" 2>/dev/null | head -n 1)
+            sig=$(modinfo -F signer "$m" 2>/dev/null | head -n 1)
+            printf 'module %s %s version=%s signer=%s\n' "$k" "$m" "${ver:--}" "${sig:--}"
+        done
+    done
+    for d in /var/lib/dkms/*/*/*/*/module; do
+        [ -d "$d" ] || continue
+        r=${d#/var/lib/dkms/}
+        # <module>/<version>/<kernel>/<arch>/module; `source` links into /usr/src
+        case $r in */source/* | */build/*) continue ;; esac
+        printf 'dkms %s\n' "$(printf '%s' "${r%/module}" | tr / ' ')"
+    done
+    for f in /boot/grub/grubenv /boot/grub2/grubenv; do
+        [ -r "$f" ] && sed -n 's/^saved_entry=/grubenv saved_entry=/p' "$f"
+    done
+    for f in /boot/grub/grub.cfg /boot/grub2/grub.cfg; do
+        [ -r "$f" ] || continue
+        sed -n 's/^[[:space:]]*set default="\{0,1\}\([^"]*\)"\{0,1\}$/grub default=\1/p' "$f" | head -n 1
+        sed -n 's/^[[:space:]]*linux[a-z16]*[[:space:]]\{1,\}\([^[:space:]]*\).*/grub linux \1/p' "$f" | head -n 1
+        break
+    done
+    have grubby && printf 'grubby %s\n' "$(grubby --default-kernel 2>/dev/null)"
+    cert=$(sed -n 's/^[[:space:]]*mok_certificate="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' \
+        /etc/dkms/framework.conf /etc/dkms/framework.conf.d/*.conf 2>/dev/null | tail -n 1)
+    for c in $cert /var/lib/dkms/mok.pub /var/lib/shim-signed/mok/MOK.der; do
+        [ -f "$c" ] || continue
+        if have mokutil; then
+            t=$(mokutil --test-key "$c" 2>&1)
+            case $t in
+            *"already enrolled"*) printf 'mok %s enrolled\n' "$c" ;;
+            *"not enrolled"*) printf 'mok %s not-enrolled\n' "$c" ;;
+            *) printf 'mok %s unknown\n' "$c" ;;
+            esac
+        else
+            printf 'mok %s unknown\n' "$c"
+        fi
+    done
+    return 0
+}
+cap kernels.txt kernels
 # an unfinished driver upgrade leaves the host drained (roles/driver_upgrade)
 [ -f /var/lib/gpuprov/upgrade.json ] && cap gpuprov-upgrade.txt cat /var/lib/gpuprov/upgrade.json
 # the lab's GPU simulator marker (tests/lab/gpusim): every GPU fact of this host is simulated

@@ -26,6 +26,7 @@ from orchestrator.parsers._text import ParseError, split_exit
 from orchestrator.parsers.driver_version import parse_driver_version
 from orchestrator.parsers.infiniband import parse_infiniband_vpd
 from orchestrator.parsers.kernel_log import parse_kernel_log
+from orchestrator.parsers.kernels import parse_kernels
 from orchestrator.parsers.nvlink import NvLinkGpu, parse_nvlink_status
 from orchestrator.parsers.os_release import parse_os_release
 from orchestrator.parsers.packages import Packages, parse_dpkg_query, parse_rpm_query
@@ -164,6 +165,7 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
     upgrade = c.parse(names.UPGRADE_STATE, _upgrade_state, None)  # before errors is read
     no_ports: tuple[InfinibandDevice, ...] = ()
     infiniband = c.parse(names.INFINIBAND_VPD, parse_infiniband_vpd, no_ports)
+    kernels = c.parse(names.KERNELS, parse_kernels, None)
     return HostFacts(
         host=host,
         os=c.parse(names.OS_RELEASE, parse_os_release, None),
@@ -186,4 +188,5 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
         uptime_s=c.parse(names.PROC_UPTIME, _uptime, None),
         upgrade=upgrade,
         arch=_arch(raw),
+        kernels=kernels,
     )

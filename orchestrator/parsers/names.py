@@ -41,6 +41,7 @@ GPUSIM = "gpusim.txt"
 PROC_UPTIME = "proc-uptime.txt"
 UPGRADE_STATE = "gpuprov-upgrade.txt"  # roles/driver_upgrade's state file (JSON)
 INFINIBAND_VPD = "infiniband-vpd.txt"  # SW_MNG marks of /sys/class/infiniband/*/device/vpd
+KERNELS = "kernels.txt"  # installed kernels, their NVIDIA modules, the boot default, MOK state
 
 # Files the probe writes (nccl-tests, torch and measure-* come from validation, not detection).
 PROBE_FILES: tuple[str, ...] = (
@@ -76,5 +77,6 @@ PROBE_FILES: tuple[str, ...] = (
     CDI_SPECS,
     NVIDIA_CTK_VERSION,
     INFINIBAND_VPD,
+    KERNELS,
     GPUSIM,
 )

@@ -22,6 +22,7 @@ from orchestrator.parsers.driver_version import parse_driver_version, parse_nvrm
 from orchestrator.parsers.gpus_information import parse_gpus_information
 from orchestrator.parsers.infiniband import parse_infiniband_vpd
 from orchestrator.parsers.kernel_log import parse_kernel_log
+from orchestrator.parsers.kernels import parse_kernels
 from orchestrator.parsers.mig import parse_lci, parse_lgi, parse_lgip, parse_lgipp
 from orchestrator.parsers.mig_lcip import parse_lcip
 from orchestrator.parsers.nccl_tests import parse_nccl_tests
@@ -71,6 +72,8 @@ PARSERS: dict[str, tuple[Callable[[str], Any], str | None]] = {
     "parse_cdi_specs": (parse_cdi_specs, None),
     "parse_ctk_version": (parse_ctk_version, None),
     "parse_secure_boot": (parse_secure_boot, None),
+    "parse_infiniband_vpd": (parse_infiniband_vpd, None),
+    "parse_kernels": (parse_kernels, None),
     "parse_services": (parse_services, None),
     "parse_smi_list": (parse_smi_list, names.SMI_L),
     "parse_tree": (parse_tree, names.SMI_Q),

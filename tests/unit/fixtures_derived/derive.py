@@ -432,6 +432,21 @@ def h100x8() -> Raw:
         raw["nvidia-smi-mig-lgip.txt"], len(host.gpus), H100_80GB
     )
     raw["nvidia-smi-mig-lgipp.txt"] = lgipp_for(raw["nvidia-smi-mig-lgipp.txt"], len(host.gpus))
+    # Kernel update, covered: a newer -aws kernel with its headers; DKMS built the open module
+    # for it as it was installed (the CUDA repository's nvidia-dkms-550-open).
+    raw["kernels.txt"] = ok(
+        "running 5.15.0-1072-aws\n"
+        + "".join(
+            f"kernel {k} vmlinuz=yes headers=yes\n"
+            f"module {k} /lib/modules/{k}/updates/dkms/nvidia.ko version=550.127.05 "
+            "signer=-\n"
+            for k in ("5.15.0-1072-aws", "5.15.0-1073-aws")
+        )
+        + "dkms nvidia 550.127.05 5.15.0-1072-aws x86_64\n"
+        "dkms nvidia 550.127.05 5.15.0-1073-aws x86_64\n"
+        "grub default=0\n"
+        "grub linux /boot/vmlinuz-5.15.0-1073-aws\n"
+    )
     return raw
 
 
@@ -534,6 +549,19 @@ def l40s() -> Raw:
     # No NVLink: nvidia-smi lists the GPUs and no links.
     raw["nvidia-smi-nvlink-s.txt"] = smi_list(host)
     raw["nvidia-smi-nvlink-e.txt"] = smi_list(host)
+    # Kernel update, not covered: unattended-upgrades installed linux-image-6.1.0-42-amd64
+    # (Debian's linux-image-amd64 does not pull headers), so DKMS built nothing for it, and
+    # GRUB boots it next (entry 0 of the generated menu).
+    raw["kernels.txt"] = ok(
+        "running 6.1.0-41-amd64\n"
+        "kernel 6.1.0-41-amd64 vmlinuz=yes headers=yes\n"
+        "module 6.1.0-41-amd64 /lib/modules/6.1.0-41-amd64/updates/dkms/nvidia-current.ko "
+        "version=535.261.03 signer=-\n"
+        "kernel 6.1.0-42-amd64 vmlinuz=yes headers=no\n"
+        "dkms nvidia-current 535.261.03 6.1.0-41-amd64 x86_64\n"
+        "grub default=0\n"
+        "grub linux /boot/vmlinuz-6.1.0-42-amd64\n"
+    )
     return raw
 
 
