@@ -54,7 +54,6 @@ PARSERS: dict[str, tuple[Callable[[str], Any], str | None]] = {
     "parse_nvrm_line": (parse_nvrm_line, names.PROC_DRIVER_VERSION),
     "parse_gpus_information": (parse_gpus_information, names.PROC_GPUS_INFORMATION),
     "parse_kernel_log": (parse_kernel_log, names.KERNEL_LOG),
-    "parse_infiniband_vpd": (parse_infiniband_vpd, names.INFINIBAND_VPD),
     "parse_lgip": (parse_lgip, names.SMI_MIG_LGIP),
     "parse_lgipp": (parse_lgipp, names.SMI_MIG_LGIPP),
     "parse_lgi": (parse_lgi, names.SMI_MIG_LGI),
