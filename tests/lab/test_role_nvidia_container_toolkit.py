@@ -388,6 +388,7 @@ done
 gpusim sync
 rm -f /etc/cdi/nvidia.yaml /var/run/cdi/nvidia.yaml
 """
+DROP_IN_1_18_0 = "/etc/containerd/config.d/99-nvidia.toml"  # packages.yaml behaviour 1.18.0
 SPECS = "ls /etc/cdi/nvidia.yaml /var/run/cdi/nvidia.yaml 2>/dev/null || true"
 
 
@@ -397,6 +398,9 @@ def test_toolkit_1_18_leaves_one_fresh_cdi_spec_and_reruns_without_restarts(
     host = runtime_lab.host_for("debian12")
     config = "/etc/containerd/config.toml"
     sh(runtime_lab, host, f"cp -a {config} /root/config.toml.before 2>/dev/null || true")
+    # containerd as before any toolkit: 1.18 then registers the runtime in its drop-in,
+    # which a rerun must recognise (it reads only config.toml otherwise, and restarts).
+    sh(runtime_lab, host, f"sed -i '/runtimes\\.nvidia/,$d' {config}")
     gpus = sh(runtime_lab, host, STAND_IN_DRIVER)
     uuids = [line.split("UUID: ")[1].rstrip(")") for line in gpus.splitlines() if "UUID" in line]
     assert uuids
@@ -411,6 +415,8 @@ def test_toolkit_1_18_leaves_one_fresh_cdi_spec_and_reruns_without_restarts(
         assert sh(runtime_lab, host, SPECS).split() == ["/etc/cdi/nvidia.yaml"]
         spec = sh(runtime_lab, host, "cat /etc/cdi/nvidia.yaml")
         assert all(f'name: "{uuid}"' in spec for uuid in uuids)
+        dropin = sh(runtime_lab, host, f"cat {DROP_IN_1_18_0}; grep -c nvidia {config} || true")
+        assert "runtimes.nvidia]" in dropin, dropin
         again = converge(runtime_lab.inventory, ROLES, new, tmp_path / "again", limit=host)
         assert again.recap[host].changed == 0, again.output[-3000:]
         assert "RUNNING HANDLER" not in again.output  # no docker or containerd restart
