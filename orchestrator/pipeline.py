@@ -333,6 +333,21 @@ class _Applied:
     result: apply_mod.ApplyResult | None
 
 
+def _routes(fleet: Fleet, hosts: Sequence[str]) -> dict[str, str]:
+    """Hosts behind a jump host: the checked route Ansible takes to them (connection.py)."""
+    from orchestrator.connection import ansible_common_args
+    from orchestrator.inventory import Inventory
+
+    if not isinstance(fleet.handle, Inventory):
+        return {}
+    out: dict[str, str] = {}
+    for name in hosts:
+        args = ansible_common_args(fleet.handle.host(name))
+        if args is not None:
+            out[name] = args
+    return out
+
+
 def _apply(args: argparse.Namespace, console: Console) -> _Applied:
     """Detect, plan, check every input, then apply to the hosts the plan does not block."""
     apply_mod.check_options(args.serial, args.max_fail_percent)
@@ -373,6 +388,7 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
             verbosity=args.verbose,
             on_event=progress,
             options=options,
+            routes=_routes(fleet, targets),
         )
     return _Applied(fleet, detected, policies, plans, result)
 
