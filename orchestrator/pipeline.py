@@ -165,7 +165,7 @@ def _verify_hosts(
     """orchestrator.verify: the testinfra suite against the planned state, read from the plan
     document the hosts were applied with (`plan_file`), else one written from the plans."""
     from orchestrator.plandoc import write_plan_document
-    from orchestrator.verify.runner import run_suite, workers_for
+    from orchestrator.verify.runner import routed_inventory, run_suite, workers_for
 
     if plan_file is None:
         plan_file = write_plan_document(workdir, _document_vars(hosts, plans, policies))
@@ -173,7 +173,7 @@ def _verify_hosts(
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
     with timing.stage("verify", hosts):
         run = run_suite(
-            fleet.inventory_path,
+            routed_inventory(fleet.inventory_path, _routes(fleet, hosts), workdir),
             # run_suite passes --hosts=ansible://PATTERN; testinfra splits --hosts on commas and
             # matches each with fnmatch, so name every host as its own ansible:// spec.
             ",ansible://".join(hosts),
