@@ -261,6 +261,7 @@ def run_playbook(
     options: AnsibleOptions | None = None,
     cwd: Path | None = None,  # where ansible-playbook runs (its ansible.cfg); None: here
     routes: Mapping[str, str] | None = None,  # host -> ansible_ssh_common_args (connection.py)
+    echo: bool | None = None,  # print Ansible's output; None: with -v (never with --json)
 ) -> ApplyResult:
     """Run `playbook` on `hosts` (exact names) of `inventories`, each with its `host_vars`
     (the plan) above every variable the inventories set."""
@@ -314,7 +315,8 @@ def run_playbook(
         passwords=opts.passwords() or None,
         event_handler=handle,
         suppress_env_files=True,
-        quiet=verbosity == 0,  # -v and more: Ansible's own output, at that verbosity
+        # -v and more: Ansible's own output, at that verbosity (always in the artifacts)
+        quiet=not (verbosity > 0 if echo is None else echo),
     )
     if runner.status not in ("successful", "failed"):
         raise HostError(

@@ -389,6 +389,7 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
             on_event=progress,
             options=options,
             routes=_routes(fleet, targets),
+            echo=args.verbose > 0 and not args.json,  # stdout carries the JSON report
         )
     return _Applied(fleet, detected, policies, plans, result)
 
