@@ -260,6 +260,8 @@ def run_playbook(
     tags: Sequence[str] = (),  # only these tags (and `always`); empty: every task
     options: AnsibleOptions | None = None,
     cwd: Path | None = None,  # where ansible-playbook runs (its ansible.cfg); None: here
+    routes: Mapping[str, str] | None = None,  # host -> ansible_ssh_common_args (connection.py)
+    echo: bool | None = None,  # print Ansible's output; None: with -v (never with --json)
 ) -> ApplyResult:
     """Run `playbook` on `hosts` (exact names) of `inventories`, each with its `host_vars`
     (the plan) above every variable the inventories set."""
@@ -304,7 +306,8 @@ def run_playbook(
         ident="ansible",
         project_dir=str(where),  # relative paths in -e @file, --vault-id, ansible.cfg: as typed
         playbook=str((playbook or SITE_PLAYBOOK).resolve()),
-        inventory=[str(Path(p).resolve()) for p in inventories],
+        inventory=[str(Path(p).resolve()) for p in inventories]
+        + ([str(_route_overlay(run_dir, routes))] if routes else []),
         limit=",".join(hosts),
         cmdline=shlex.join(cmdline) or None,
         verbosity=verbosity or None,
@@ -312,7 +315,8 @@ def run_playbook(
         passwords=opts.passwords() or None,
         event_handler=handle,
         suppress_env_files=True,
-        quiet=verbosity == 0,  # -v and more: Ansible's own output, at that verbosity
+        # -v and more: Ansible's own output, at that verbosity (always in the artifacts)
+        quiet=not (verbosity > 0 if echo is None else echo),
     )
     if runner.status not in ("successful", "failed"):
         raise HostError(
@@ -335,6 +339,19 @@ def run_playbook(
         check_mode=check,
         plan_file=plan_file,
     )
+
+
+def _route_overlay(run_dir: Path, routes: Mapping[str, str]) -> Path:
+    """An inventory source read after the user's: hosts behind a jump host get the same
+    checked ProxyCommand detection uses (orchestrator/connection.py), as host variables, so
+    every hop's key is checked against the inventory's known-hosts files here too."""
+    overlay = run_dir / "routes.json"
+    hosts = {
+        h: {"ansible_ssh_common_args": args, "ansible_ssh_extra_args": ""}
+        for h, args in routes.items()
+    }
+    overlay.write_text(json.dumps({"all": {"hosts": hosts}}, indent=1), encoding="utf-8")
+    return overlay
 
 
 def _scrub_command_file(path: Path) -> None:

@@ -1,7 +1,8 @@
 """How gpuprov reaches a host over SSH: one OpenSSH command line from the inventory's variables.
 
 `ssh_argv(host)` is the `ssh` command line that detection (for hosts behind a jump host or a
-proxy command), validation and the errors' hints use, built from the same inventory variables
+proxy command), validation and the errors' hints use (`ansible_common_args` gives Ansible, in
+`provision apply`, the same route as host variables), built from the same inventory variables
 Ansible's ssh connection reads: ansible_host/port/user, ansible_ssh_private_key_file,
 ansible_ssh_common_args and ansible_ssh_extra_args (ProxyJump, ProxyCommand, -F, any -o).
 OpenSSH reads ~/.ssh/config and the agent as it does for Ansible.
@@ -158,6 +159,17 @@ def ssh_argv(
         argv += ["-l", host.user]
     argv += ["--", host.address]
     return argv
+
+
+def ansible_common_args(host: InventoryHost, *, connect_timeout: float = 10) -> str | None:
+    """For a host behind ProxyJump hops: the ansible_ssh_common_args that reach it through
+    the same checked ProxyCommand as `ssh_argv` (the inventory's other arguments kept; its
+    extra args folded in, to be set empty). None: nothing to change for Ansible."""
+    args = _parse(_words(host))
+    if not args.jumps:
+        return None
+    pc = _proxy_command(host, args.jumps, args.config, connect_timeout, verbose=False)
+    return shlex.join([*args.passed, "-o", f"ProxyCommand={pc}"])
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,7 @@ def _verify_hosts(
     """orchestrator.verify: the testinfra suite against the planned state, read from the plan
     document the hosts were applied with (`plan_file`), else one written from the plans."""
     from orchestrator.plandoc import write_plan_document
-    from orchestrator.verify.runner import run_suite, workers_for
+    from orchestrator.verify.runner import routed_inventory, run_suite, workers_for
 
     if plan_file is None:
         plan_file = write_plan_document(workdir, _document_vars(hosts, plans, policies))
@@ -173,7 +173,7 @@ def _verify_hosts(
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
     with timing.stage("verify", hosts):
         run = run_suite(
-            fleet.inventory_path,
+            routed_inventory(fleet.inventory_path, _routes(fleet, hosts), workdir),
             # run_suite passes --hosts=ansible://PATTERN; testinfra splits --hosts on commas and
             # matches each with fnmatch, so name every host as its own ansible:// spec.
             ",ansible://".join(hosts),
@@ -333,6 +333,21 @@ class _Applied:
     result: apply_mod.ApplyResult | None
 
 
+def _routes(fleet: Fleet, hosts: Sequence[str]) -> dict[str, str]:
+    """Hosts behind a jump host: the checked route Ansible takes to them (connection.py)."""
+    from orchestrator.connection import ansible_common_args
+    from orchestrator.inventory import Inventory
+
+    if not isinstance(fleet.handle, Inventory):
+        return {}
+    out: dict[str, str] = {}
+    for name in hosts:
+        args = ansible_common_args(fleet.handle.host(name))
+        if args is not None:
+            out[name] = args
+    return out
+
+
 def _apply(args: argparse.Namespace, console: Console) -> _Applied:
     """Detect, plan, check every input, then apply to the hosts the plan does not block."""
     apply_mod.check_options(args.serial, args.max_fail_percent)
@@ -373,6 +388,8 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
             verbosity=args.verbose,
             on_event=progress,
             options=options,
+            routes=_routes(fleet, targets),
+            echo=args.verbose > 0 and not args.json,  # stdout carries the JSON report
         )
     return _Applied(fleet, detected, policies, plans, result)
 

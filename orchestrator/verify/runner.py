@@ -63,6 +63,31 @@ def suite_command(
     return cmd
 
 
+def routed_inventory(inventory: Path, routes: Mapping[str, str], workdir: Path) -> Path:
+    """The inventory testinfra reads, with the hosts behind a jump host given the checked
+    route of orchestrator/connection.py (as `provision apply` gives Ansible): a directory
+    holding the user's inventory file, its group_vars/host_vars (links) and a routes file
+    read after it. No routes, or an inventory that is a directory itself: `inventory`."""
+    if not routes or inventory.is_dir():
+        return inventory
+    import json
+    import shutil
+
+    folder = workdir / "verify-inventory"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    source = inventory.resolve()
+    (folder / f"00-{source.name}").symlink_to(source)
+    for sub in ("group_vars", "host_vars"):
+        if (source.parent / sub).is_dir():
+            (folder / sub).symlink_to(source.parent / sub)
+    hosts = {
+        h: {"ansible_ssh_common_args": a, "ansible_ssh_extra_args": ""} for h, a in routes.items()
+    }
+    (folder / "zz-routes.json").write_text(json.dumps({"all": {"hosts": hosts}}), "utf-8")
+    return folder
+
+
 def run_suite(
     inventory: Path,
     pattern: str,

@@ -189,3 +189,38 @@ def test_options_user_config_and_passwords_reach_ansible_playbook(
     for path in result.artifact_dir.rglob("*"):
         if path.is_file():
             assert b"vaultpw" not in path.read_bytes() and b"unused-here" not in path.read_bytes()
+
+
+@pytest.mark.parametrize("echo", [None, False])
+def test_v_shows_ansibles_own_output_unless_stdout_carries_json(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], echo: bool | None
+) -> None:
+    from orchestrator.apply import new_run_dir, run_playbook
+
+    inventory = tmp_path / "inv.ini"
+    inventory.write_text(
+        f"node-a ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+    )
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAY)
+    result = run_playbook(
+        inventories=[inventory],
+        hosts=["node-a"],
+        host_vars={},
+        run_dir=new_run_dir(tmp_path / "artifacts"),
+        playbook=playbook,
+        verbosity=3,
+        echo=echo,
+        options=AnsibleOptions(
+            extra_vars=(f"out={tmp_path}", "from_e=1", "secret=s"), skip_tags=("never_here",)
+        ),
+    )
+    assert result.status == "successful"
+    printed = capfd.readouterr().out
+    stdout = (result.artifact_dir / "ansible" / "stdout").read_text()
+    assert "TASK [Record what the run was given]" in stdout
+    assert "ESTABLISH LOCAL CONNECTION" in stdout  # -vvv: Ansible's connection debugging
+    if echo is None:
+        assert "TASK [Record what the run was given]" in printed
+    else:
+        assert "TASK [" not in printed

@@ -10,6 +10,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -277,3 +278,91 @@ def test_an_unknown_jump_host_key_stops_the_run_with_its_fingerprint(
     assert "through jump@127.0.0.1" in error.message
     assert len(target.commands) == ran  # nothing ran on the host
     assert known.read_text() == _line(target)  # and no key was written
+
+
+RAW_PLAY = """\
+- name: Through the jump host
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Say where
+      ansible.builtin.command: echo ansible-through-the-bastion
+      changed_when: false
+"""
+
+
+@needs_ssh
+@pytest.mark.parametrize("bastion_known", [True, False])
+def test_ansible_takes_the_same_checked_route(
+    tmp_path: Path,
+    servers: tuple[Server, Server],
+    bastion_known: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from orchestrator.apply import AnsibleOptions, new_run_dir, run_playbook
+
+    # a master connection of its own (ControlPersist would reuse the other case's)
+    monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", str(tmp_path / "cp"))
+
+    target, bastion = servers
+    known = tmp_path / "known_hosts"
+    known.write_text(_line(target) + (_line(bastion) if bastion_known else ""))
+    inv = _inventory(tmp_path, target, bastion, known)
+    host = load_inventory(inv).hosts[0]
+    routes = {"node-1": connection.ansible_common_args(host)}
+    assert routes["node-1"] is not None and "ProxyJump" not in routes["node-1"]
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(RAW_PLAY)
+    before = len(bastion.forwarded)
+    result = run_playbook(
+        inventories=[inv],
+        hosts=["node-1"],
+        host_vars={},
+        run_dir=new_run_dir(tmp_path / "artifacts"),
+        playbook=playbook,
+        routes={k: v for k, v in routes.items() if v},
+        cwd=tmp_path,
+        options=AnsibleOptions(extra_vars=(f"ansible_python_interpreter={sys.executable}",)),
+    )
+    stdout = (result.artifact_dir / "ansible" / "stdout").read_text()
+    stats = result.hosts["node-1"]
+    if bastion_known:
+        assert stats.succeeded and stats.ok == 1, stats
+        assert any(sys.executable in c for c in target.commands)
+        assert len(bastion.forwarded) > before
+    else:  # an unknown jump-host key: unreachable, never accepted
+        assert stats.unreachable == 1, stats
+        # the hop refused the jump host's key before asking it to forward anything
+        assert len(bastion.forwarded) == before and "Connection closed" in stdout
+        assert known.read_text() == _line(target)
+
+
+def test_verify_reads_the_inventory_with_the_checked_route(tmp_path: Path) -> None:
+    import json
+
+    from orchestrator.verify.runner import routed_inventory
+
+    site = tmp_path / "site"
+    (site / "group_vars").mkdir(parents=True)
+    (site / "group_vars" / "gpu_nodes.yml").write_text("from_group_vars: 1\n")
+    inv = site / "hosts.ini"
+    inv.write_text(
+        "[gpu_nodes]\nnode-1 ansible_ssh_common_args='-o ProxyJump=ops@bastion'\nnode-2\n"
+    )
+    host = load_inventory(inv).host("node-1")
+    route = connection.ansible_common_args(host)
+    assert route is not None
+    assert routed_inventory(inv, {}, tmp_path / "work") == inv  # nothing to route
+    folder = routed_inventory(inv, {"node-1": route}, tmp_path / "work")
+    # what testinfra's ansible backend reads: ansible-inventory over the folder
+    listed = json.loads(
+        subprocess.run(
+            [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(folder), "--list"],
+            capture_output=True, text=True, check=True,
+        ).stdout
+    )  # fmt: skip
+    hostvars = listed["_meta"]["hostvars"]
+    assert hostvars["node-1"]["ansible_ssh_common_args"] == route
+    assert hostvars["node-1"]["from_group_vars"] == 1  # the user's group_vars still apply
+    assert "ansible_ssh_common_args" not in hostvars["node-2"]
+    assert sorted(listed["gpu_nodes"]["hosts"]) == ["node-1", "node-2"]
