@@ -506,8 +506,9 @@ def test_ubuntu_archive_plan_names_the_prebuilt_module_for_the_running_kernel() 
 
 
 def test_a_combination_without_recorded_packages_is_blocked_with_the_reason() -> None:
-    # Volta needs the proprietary modules; 595's Ubuntu names record no proprietary set.
-    p = plan(variant({0x1DB1: 8}), nvidia_driver_branch="595")
+    # 595's Ubuntu names record no proprietary set; an A100 may run either flavour (Volta,
+    # which needs the proprietary modules, stops at R580: a pinned 595 is bad input there).
+    p = plan(variant({0x20B2: 8}), nvidia_driver_branch="595", nvidia_driver_flavour="proprietary")
     assert any(
         "no proprietary kernel modules for branch 595 (flavours there: open)" in b
         for b in p.blockers

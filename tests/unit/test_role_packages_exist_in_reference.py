@@ -188,7 +188,11 @@ def test_every_package_the_role_installs_is_published(rendered: dict[str, dict[s
         case = result["case"]
         published = _published(case["os_key"])
         source = case["nvidia_driver_source"]
-        groups = [("fabric manager", result["fabricmanager"], "cuda")]
+        # Canonical's archive carries its own fabric manager (multiverse, fabric-manager-<b>),
+        # which the role takes with Canonical's driver; every other source: NVIDIA's repository.
+        ubuntu_archive = case["os_key"].startswith("ubuntu") and source == "distribution"
+        fm_repo = "distribution" if ubuntu_archive else "cuda"
+        groups = [("fabric manager", result["fabricmanager"], fm_repo)]
         if source in published:
             groups.append(("driver", result["set"], source))
         if case["os_key"].startswith("ubuntu"):
