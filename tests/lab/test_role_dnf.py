@@ -8,7 +8,7 @@ tests/recorded/reference/packages.yaml, summary "TEST DOUBLE ..."), and the syst
 no RHEL or Amazon Linux host here, so the role installs into an install root
 (`nvidia_driver_dnf_installroot`) of a Debian 12 lab host, with the OS data of the target
 (`nvidia_driver_os_data`). Headers for the running kernel, the DKMS build and the module
-load are not part of an install-root run (docs/support-matrix-dnf.md says so).
+load are not part of an install-root run (docs/support-matrix.md, dnf section, says so).
 
 One scratch host for the module (its own lab, so the shared session hosts get no rpm
 tooling). Expected names and versions come from the reference through rpmrepo.model, not
