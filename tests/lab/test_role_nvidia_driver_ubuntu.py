@@ -8,7 +8,7 @@ behind them: this is RESOLUTION against recorded metadata, not a converge.
 
 For every OS x source x branch x module flavour x kernel flavour (-generic, -aws) the
 catalog allows on Ubuntu (orchestrator/catalog.yaml driver_sources and driver_branches, p5:
-with the fabric manager), on one lab host:
+with the fabric manager), on one fresh lab host of its own (Debian 12, no NVIDIA package):
 
 1. the role's own tasks (preflight.yml, select.yml, resolve-apt.yml) run against the replay
    (APT_CONFIG points apt at it): they pick the exact version, prebuilt module or DKMS, the
@@ -41,7 +41,8 @@ import yaml
 
 from orchestrator.catalog import default_catalog
 from orchestrator.driver_packages import PackagesUnavailable, driver_packages
-from orchestrator.lab.running import RunningLab
+from orchestrator.lab import hosts
+from orchestrator.lab.running import RunningLab, attach
 
 pytestmark = pytest.mark.lab
 
@@ -284,12 +285,27 @@ def _inventory(lab: RunningLab, host: str, work: Path, configs: Mapping[str, str
 
 
 @pytest.fixture(scope="module")
+def fresh_host(scratch_lab_name: Callable[[str], str]) -> Iterator[tuple[RunningLab, str]]:
+    """A Debian 12 lab host of its own, with no NVIDIA package installed: apt's simulation
+    starts from the host's dpkg status, and a converged host's packages would take part."""
+    name = scratch_lab_name("ubuntu-replay")
+    keep = os.environ.get("GPUPROV_LAB_KEEP") == "1"
+    if not keep:
+        hosts.down(name)
+    hosts.up(name, "p5.48xlarge", 1, "debian12", say=lambda _: None)
+    try:
+        lab = attach(name, "p5.48xlarge")
+        yield lab, lab.host_for("debian12")
+    finally:
+        if not keep:
+            hosts.down(name)
+
+
+@pytest.fixture(scope="module")
 def resolved(
-    running_or_session_lab: Callable[[str], RunningLab],
-    tmp_path_factory: pytest.TempPathFactory,
+    fresh_host: tuple[RunningLab, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Resolved]]:
-    lab = running_or_session_lab("GPUPROV_DRIVER_LAB")
-    host = lab.host_for("debian12")
+    lab, host = fresh_host
     work = tmp_path_factory.mktemp("ubuntu_resolution")
     out = work / "out"
     out.mkdir()

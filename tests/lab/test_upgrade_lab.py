@@ -332,6 +332,10 @@ def test_upgrade_across_the_pinning_scheme(
     (lab.inventory.parent / "group_vars" / "gpu_nodes.yml").write_text(
         "---\n" + yaml.safe_dump({"nvidia_driver_version": PINNED})
     )
+    # The first host's own policy pins the version too (host_vars outrank group_vars).
+    (lab.inventory.parent / "host_vars" / f"{old.name}.yml").write_text(
+        "---\n" + yaml.safe_dump({**FIRST_POLICY, "nvidia_driver_version": PINNED})
+    )
     report = provision(lab, work / "pinned.json", "apply", "--serial", "1", "--limit", old.name)
     assert report["exit_code"] == 0, report["_output"][-4000:]
     state = old.state()

@@ -44,7 +44,7 @@ PROFILE = "p5.48xlarge"  # 8x H100 80GB (simulated), MIG capable, NVSwitches: fa
 
 # Simulator preparation, not part of the product: present the kernel of the suite's point
 # release, whose headers Debian's archive carries (as tests/lab/test_role_nvidia_driver.py
-# does: Debian 12's open 535 driver does not build against bookworm-security's kernel).
+# does; DKMS builds against them).
 SIMULATOR_KERNEL = r"""set -eu
 apt-get update -qq
 codename=$(. /etc/os-release; echo "$VERSION_CODENAME")
@@ -62,6 +62,13 @@ DRIVER_REPO_VARS = {
     "nvidia_driver_cuda_repo_url": "{{ gpuprov_lab_cuda_repo_url }}/",
     "nvidia_driver_cuda_repo_key": "{{ gpuprov_lab_repo_key_url }}",
 }
+
+
+sys.path.insert(0, str(REPO / "tests" / "lab"))
+from aptrepo import reference as _doubles  # noqa: E402
+
+# The newest 580 release of the lab's double of NVIDIA's debian12 repository.
+PINNED_580 = str(_doubles.selection()["cuda_debian12"]["drivers"]["580"][-1])
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,13 @@ def converged(verify_lab: RunningLab) -> Converged:
         assert done.returncode == 0, f"{name}: {done.stderr}"
     extra = verify_lab.inventory.parent / "group_vars" / "gpu_nodes.yml"
     extra.write_text("---\n" + yaml.safe_dump(DRIVER_REPO_VARS, default_flow_style=False))
+    # The Debian 12 host takes the CUDA-repository path, where the plan leaves the release to
+    # the host; pin the newest 580 the test double publishes, so that the package check runs.
+    host_vars = verify_lab.inventory.parent / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    (host_vars / f"{verify_lab.host_for('debian12')}.yml").write_text(
+        "---\n" + yaml.safe_dump({"nvidia_driver_version": PINNED_580})
+    )
     start = time.monotonic()
     report = provision(verify_lab)
     return Converged(verify_lab, report, time.monotonic() - start)
