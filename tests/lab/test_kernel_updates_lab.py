@@ -106,8 +106,9 @@ class Lab:
         """The plan's warnings and blockers for the host (`provision plan` report)."""
         _, report, out = self.provision("plan")
         assert report, out[-3000:]
-        host: dict[str, Any] = report["hosts"][self.host]
-        return [*host.get("warnings", []), *host.get("blockers", [])]
+        plan: dict[str, Any] = report["hosts"][self.host]["plan"]
+        assert "simulated host: GPU facts come from the lab's GPU simulator" in plan["warnings"]
+        return [*plan["warnings"], *plan["blockers"]]
 
 
 @pytest.fixture(scope="module")
