@@ -58,6 +58,12 @@ ver=$(apt-cache madison linux-headers-amd64 \
 abi=$(apt-cache show "linux-headers-amd64=$ver" \
   | sed -n 's/^Depends: linux-headers-\([^ ,]*\).*/\1/p' | head -n 1)
 gpusim kernel "$abi" >/dev/null
+# ... and keep the kernel metapackages at that release: this host has not taken the security
+# suite's newer kernel, so the driver role's headers metapackage adds no second kernel whose
+# DKMS build (Debian 13: Debian's real driver, 10-25 min) this test does not need; newer
+# kernels are tests/lab/test_kernel_updates_lab.py's subject.
+printf 'Package: linux-headers-amd64 linux-image-amd64\nPin: version %s\nPin-Priority: 1001\n' \
+  "$ver" > /etc/apt/preferences.d/gpusim-point-release-kernel.pref
 uname -r
 """
 
