@@ -21,6 +21,7 @@ import jinja2
 import yaml
 
 from orchestrator import paths
+from orchestrator.catalog import SAFE_LOADER
 
 ROLE = paths.ROLES_DIR / "nvidia_driver"
 
@@ -97,7 +98,7 @@ class PackagesUnavailable(ValueError):
 
 @functools.cache
 def _load(name: str) -> Mapping[str, Any]:
-    data = yaml.safe_load((ROLE / name).read_text(encoding="utf-8")) or {}
+    data = yaml.load((ROLE / name).read_text(encoding="utf-8"), Loader=SAFE_LOADER) or {}
     if not isinstance(data, dict):
         raise PackagesUnavailable(f"{ROLE / name} is not a mapping")
     return data

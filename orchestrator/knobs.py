@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from orchestrator import paths
+from orchestrator.catalog import SAFE_LOADER
 from orchestrator.errors import CatalogError
 
 REPO_ROOT = paths.SOURCE_ROOT  # the checkout, or the wheel's bundle
@@ -114,7 +115,8 @@ def unknown_knobs(table: KnobTable, names: Iterable[str]) -> list[UnknownKnob]:
 
 def _load_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        # libyaml's loader where present: every command loads the table (0.15 s pure-Python)
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
     except (OSError, yaml.YAMLError) as e:
         raise CatalogError(f"{path}: cannot be read as YAML ({e})") from e
 

@@ -43,6 +43,13 @@ def test_every_installed_kernel_has_the_module(host: Any, driver: Expectation) -
     assert out.rc == 0, f"the kernels probe failed: {out.stderr.strip()}"
     ks = parse_kernels(out.stdout + "# exit=0\n")
     bootable = [k for k in ks.installed if k.vmlinuz or k.release == ks.running]
+    if not ks.installed:
+        # Seen on the lent H200 VM: no /boot, no /lib/modules; its kernel and driver come from
+        # outside the guest (the hypervisor, a read-only mount), so no boot here can lose them.
+        pytest.skip(
+            f"no kernel is installed on this host's disk (running {ks.running}): the kernel "
+            "comes from outside the host, so there is no other kernel it could boot into"
+        )
     assert bootable, f"no installed kernel found (running {ks.running})"
     missing = [k.release for k in bootable if not k.has_module(version)]
     nxt = f"; the next boot is {ks.default} ({ks.default_from})" if ks.default else ""
