@@ -14,7 +14,6 @@ import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
@@ -23,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator import timing
+from orchestrator import __version__, timing
 from orchestrator.apply import HostApplyStats
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK
 from orchestrator.facts import HostFacts
@@ -32,10 +31,7 @@ from orchestrator.roleplans import typed_plan
 from orchestrator.validate.result import CheckResult
 
 SCHEMA_VERSION = 1
-try:
-    GPUPROV_VERSION = metadata.version("gpuprov")
-except metadata.PackageNotFoundError:  # running from a checkout that was never installed
-    GPUPROV_VERSION = "unknown"
+GPUPROV_VERSION = __version__  # one source (orchestrator/__init__.py); no metadata scan
 PLAN_SCHEMA = "gpuprov.plan"
 REPORT_SCHEMA = "gpuprov.report"
 

@@ -271,12 +271,16 @@ def test_each_stage_help_has_a_description(stage: str, capsys: pytest.CaptureFix
     assert rest.split("\n")[0] and not rest.startswith("options:")
 
 
-def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_version_source_for_cli_report_and_package(capsys: pytest.CaptureFixture[str]) -> None:
+    """orchestrator.__version__ is the one source: --version and the report print it, and the
+    installed package's metadata (pyproject reads it as a dynamic attr) agrees."""
+    import orchestrator
+
     with pytest.raises(SystemExit) as info:
         main(["--version"])
     assert info.value.code == 0
-    assert capsys.readouterr().out == f"provision {metadata.version('gpuprov')}\n"
-    assert metadata.version("gpuprov") == report.GPUPROV_VERSION
+    assert capsys.readouterr().out == f"provision {orchestrator.__version__}\n"
+    assert report.GPUPROV_VERSION == orchestrator.__version__ == metadata.version("gpuprov")
 
 
 def test_lab_refuses_the_stage_options(capsys: pytest.CaptureFixture[str]) -> None:
