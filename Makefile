@@ -23,8 +23,13 @@ demo: setup
 	./scripts/demo.sh
 
 # The venv's bin on PATH: testinfra's Ansible backend runs ansible-inventory from PATH.
+# Unit tests on both cores, then the lab tests in two groups at once (scripts/lab-tests.sh).
 test: setup
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest -q -p no:cacheprovider tests
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest -q -p no:cacheprovider -n 2 -m "not lab" tests
+	VENV=$(VENV) ./scripts/lab-tests.sh
+
+test-lab: setup
+	VENV=$(VENV) ./scripts/lab-tests.sh
 
 test-unit: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest -q -p no:cacheprovider -m "not lab" tests
