@@ -20,14 +20,16 @@ tests/lab/gpusim/build-shim >/dev/null
 PYTHONPATH=tests/lab "$venv/bin/python" -m aptrepo build >/dev/null || exit 1
 
 # Group a: the session lab's converged hosts (driver with DKMS, verify, runtime roles...).
-a=(tests/lab/test_role_nvidia_driver.py tests/lab/test_verify_lab.py
-  tests/lab/test_role_docker.py tests/lab/test_role_nvidia_container_toolkit.py
-  tests/lab/test_validate_lab.py tests/lab/test_bastion_lab.py tests/lab/test_wheel_lab.py
-  tests/lab/test_plan_precedence_lab.py tests/lab/test_detect_lab.py tests/lab/test_gpusim_lab.py)
+# (Each group keeps the files' alphabetical order, the order of one serial run.)
+a=(tests/lab/test_bastion_lab.py tests/lab/test_detect_lab.py tests/lab/test_gpusim_lab.py
+  tests/lab/test_plan_precedence_lab.py tests/lab/test_role_docker.py
+  tests/lab/test_role_nvidia_container_toolkit.py tests/lab/test_role_nvidia_driver.py
+  tests/lab/test_validate_lab.py tests/lab/test_verify_lab.py tests/lab/test_wheel_lab.py)
 # Group b: tests that bring up labs of their own.
-b=(tests/lab/test_upgrade_lab.py tests/lab/test_kernel_updates_lab.py tests/lab/test_role_dnf.py
+b=(tests/lab/test_aptrepo_replay_lab.py tests/lab/test_kernel_updates_lab.py
+  tests/lab/test_lab_engine.py tests/lab/test_nvlink5_lab.py tests/lab/test_role_dnf.py
   tests/lab/test_role_mig.py tests/lab/test_role_nvidia_driver_ubuntu.py
-  tests/lab/test_aptrepo_replay_lab.py tests/lab/test_nvlink5_lab.py tests/lab/test_lab_engine.py)
+  tests/lab/test_upgrade_lab.py)
 missing=()
 for f in tests/lab/test_*.py; do
   [[ " ${a[*]} ${b[*]} " == *" $f "* ]] || missing+=("$f")
