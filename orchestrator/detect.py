@@ -75,10 +75,13 @@ def probe_command(host: InventoryHost) -> list[str]:
     return ["sudo", "-n", "sh", "-s"] if host.become and not root else ["sh", "-s"]
 
 
-def _run_local(host: InventoryHost, timeout: float) -> str:
+def _probe_process(
+    argv: list[str], host: InventoryHost, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """The probe script fed to `argv`'s standard input (a local shell, or OpenSSH's ssh)."""
     try:
-        done = subprocess.run(
-            probe_command(host),
+        return subprocess.run(
+            argv,
             input=probe_script(),
             capture_output=True,
             text=True,
@@ -91,6 +94,10 @@ def _run_local(host: InventoryHost, timeout: float) -> str:
             host=host.name,
             fix="look for a hung nvidia-smi (a GPU in a bad state) on the host",
         ) from exc
+
+
+def _run_local(host: InventoryHost, timeout: float) -> str:
+    done = _probe_process(probe_command(host), host, timeout)
     if done.returncode != 0:
         raise HostError(
             f"the probe exited {done.returncode}: {done.stderr.strip()[:300]}",
@@ -318,20 +325,7 @@ def _run_openssh(host: InventoryHost, connect_timeout: float, timeout: float) ->
     refused host key is named with its fingerprint."""
     argv = connection.ssh_argv(host, connect_timeout=connect_timeout, verbose=True)
     try:
-        done = subprocess.run(
-            [*argv, " ".join(probe_command(host))],
-            input=probe_script(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise HostError(
-            f"the probe ran longer than {timeout:.0f} s",
-            host=host.name,
-            fix="look for a hung nvidia-smi (a GPU in a bad state) on the host",
-        ) from exc
+        done = _probe_process([*argv, " ".join(probe_command(host))], host, timeout)
     except FileNotFoundError as exc:
         raise HostError(
             "the ssh client is not installed here (a jump host needs OpenSSH's ssh)",
