@@ -278,6 +278,27 @@ def test_role_record_holds_packages_versioned_apart() -> None:
         suite_driver.test_driver_packages_at_planned_version_and_held(host, plan)
 
 
+def test_unpinned_plan_checks_the_version_the_role_recorded() -> None:
+    """The CUDA default leaves the version to the host: the packages must be at, and held at,
+    what the role resolved and recorded (the check used to skip there)."""
+    rows = {
+        "nvidia-kernel-open-dkms": ("580.159.04-1", True),
+        "nvidia-driver-cuda": ("580.159.04-1", False),
+    }
+    held = ["nvidia-kernel-open-dkms", "nvidia-driver-cuda"]
+    command = _dpkg_command(*held)
+    host = recorded_host(DEVICE, **{command: _dpkg(rows)})
+    host.files["/var/lib/gpuprov/nvidia_driver.json"] = json.dumps(
+        {"version": "580.159.04", "held": held}
+    )
+    plan = expectation(**{**DEVICE_PLAN, "nvidia_driver_version": ""})
+    with pytest.raises(AssertionError, match=r"not held.*\['nvidia-driver-cuda'\]"):
+        suite_driver.test_driver_packages_at_planned_version_and_held(host, plan)
+    rows["nvidia-driver-cuda"] = ("580.159.04-1", True)
+    host.commands[command] = _dpkg(rows)
+    suite_driver.test_driver_packages_at_planned_version_and_held(host, plan)
+
+
 # --- MIG: the derived h200x2-mig host (GPU 0: 3g.71gb + 2g.35gb + 2x 1g.18gb) ---------------
 
 

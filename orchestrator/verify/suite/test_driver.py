@@ -29,9 +29,15 @@ def _driver_packages(host: Any, extra: tuple[str, ...] = ()) -> dict[str, hostst
 
 
 def test_driver_packages_at_planned_version_and_held(host: Any, driver: Expectation) -> None:
-    if driver.driver_version is None:
-        pytest.skip("the plan pins no driver version (nvidia_driver_version unset)")
     record = hoststate.driver_record(host, driver.driver_state_file)
+    # Unpinned (the CUDA default: the newest complete release, resolved on the host), the
+    # version to hold is the one the role resolved and recorded.
+    version = driver.driver_version or (record.version if record is not None else None)
+    if version is None:
+        pytest.skip(
+            "the plan pins no driver version (nvidia_driver_version unset) and the role "
+            "recorded none on this host"
+        )
     pkgs = _driver_packages(host, record.held if record is not None else ())
     loaded = hoststate.loaded_driver(host)
     if not pkgs and record is None and loaded is not None:
@@ -40,9 +46,9 @@ def test_driver_packages_at_planned_version_and_held(host: Any, driver: Expectat
             "from no package (a runfile, a container image or a custom build): package "
             "version and hold do not apply"
         )
-    at_version = [p for p in pkgs.values() if p.upstream == driver.driver_version]
+    at_version = [p for p in pkgs.values() if p.upstream == version]
     assert at_version, (
-        f"no installed package is at the planned driver version {driver.driver_version}; "
+        f"no installed package is at the planned driver version {version}; "
         f"installed: {sorted(f'{p.name}={p.version}' for p in pkgs.values())}"
     )
     recorded = record.held if record is not None else ()
