@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 import yaml
+from simkernel import SIMULATOR_KERNEL
 
 from orchestrator.lab.running import RunningLab
 
@@ -42,25 +43,6 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PROFILE = "p5.48xlarge"  # 8x H100 80GB (simulated), MIG capable, NVSwitches: fabric manager
 
-# Simulator preparation, not part of the product: present the kernel of the suite's point
-# release, whose headers Debian's archive carries (as tests/lab/test_role_nvidia_driver.py
-# does; DKMS builds against them).
-SIMULATOR_KERNEL = r"""set -eu
-apt-get update -qq
-codename=$(. /etc/os-release; echo "$VERSION_CODENAME")
-ver=$(apt-cache madison linux-headers-amd64 \
-  | awk -F'|' -v s=" $codename/main " 'index($3, s) {gsub(/ /, "", $2); print $2; exit}')
-abi=$(apt-cache show "linux-headers-amd64=$ver" \
-  | sed -n 's/^Depends: linux-headers-\([^ ,]*\).*/\1/p' | head -n 1)
-gpusim kernel "$abi" >/dev/null
-# ... and keep the kernel metapackages at that release: this host has not taken the security
-# suite's newer kernel, so the driver role's headers metapackage adds no second kernel whose
-# DKMS build (Debian 13: Debian's real driver, 10-25 min) this test does not need; newer
-# kernels are tests/lab/test_kernel_updates_lab.py's subject.
-printf 'Package: linux-headers-amd64 linux-image-amd64\nPin: version %s\nPin-Priority: 1001\n' \
-  "$ver" > /etc/apt/preferences.d/gpusim-point-release-kernel.pref
-uname -r
-"""
 
 # The lab's test-double repository for the driver role's CUDA-repository packages (fabric
 # manager, nscq); the lab's lab.yml names the URLs but not the role's variables.

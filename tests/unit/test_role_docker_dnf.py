@@ -8,10 +8,6 @@ available; docker_source=docker stops the role before anything changes.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +15,9 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+from roleplay import result, run_plays  # noqa: E402
+
 REF = yaml.safe_load((REPO / "tests/recorded/reference/packages.yaml").read_text("utf-8"))
-_LOCAL = f"ansible_connection=local ansible_python_interpreter={sys.executable}"
 
 CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
     # case: (distribution, version, vars file the role's first_found picks, role vars)
@@ -108,25 +105,8 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "tasks": yaml.safe_load(_TASKS),
             }
         )
-    (work / "inventory.ini").write_text("".join(f"{c} {_LOCAL}\n" for c in CASES), "utf-8")
-    (work / "play.yml").write_text(yaml.safe_dump(plays, sort_keys=False), "utf-8")
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1"}
-    proc = subprocess.run(
-        [str(REPO / ".venv/bin/ansible-playbook"), "-i", "inventory.ini", "play.yml"],
-        env=env,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    run_plays(work, CASES, plays)
     return out
-
-
-def result(out: Path, case: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((out / f"{case}.json").read_text(encoding="utf-8"))
-    return data
 
 
 @pytest.mark.parametrize("case", ["rocky94", "rhel96"])

@@ -21,10 +21,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
+from roleplay import ANSIBLE_PLAYBOOK, result, run_plays  # noqa: E402
 from rpmrepo import model  # noqa: E402
 
-ANSIBLE_PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
-_LOCAL = f"ansible_connection=local ansible_python_interpreter={sys.executable}"
 REF = model.load_reference()
 KERNEL_EL9 = "5.14.0-427.13.1.el9_4.x86_64"  # a RHEL 9.4 `uname -r` from a public transcript
 
@@ -128,25 +127,8 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "tasks": [*steps, *yaml.safe_load(_RENDER)],
             }
         )
-    (work / "inventory.ini").write_text("".join(f"{c} {_LOCAL}\n" for c in CASES), "utf-8")
-    (work / "render.yml").write_text(yaml.safe_dump(plays, sort_keys=False), "utf-8")
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1"}
-    proc = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", "inventory.ini", "render.yml"],
-        env=env,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    run_plays(work, CASES, plays)
     return out
-
-
-def result(out: Path, case: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((out / f"{case}.json").read_text(encoding="utf-8"))
-    return data
 
 
 def test_fabric_manager_and_nscq_names_follow_the_reference_per_branch(rendered: Path) -> None:

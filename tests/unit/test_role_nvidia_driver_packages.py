@@ -8,10 +8,6 @@ how the Ubuntu and RHEL paths are covered (there are no Ubuntu/RHEL lab hosts).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +15,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
-# Local fake hosts run modules with this interpreter (no discovery on the control machine).
-_LOCAL = f"ansible_connection=local ansible_python_interpreter={sys.executable}"
+from roleplay import result, run_plays  # noqa: E402
 
 KERNEL = "6.8.0-1024-aws"
 
@@ -218,32 +212,8 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("nvidia_driver_render")
     out = work / "out"
     out.mkdir()
-    inventory = work / "inventory.ini"
-    inventory.write_text("".join(f"{case} {_LOCAL}\n" for case in CASES), encoding="utf-8")
-    playbook = work / "render.yml"
-    playbook.write_text(yaml.safe_dump(_playbook(out), sort_keys=False), encoding="utf-8")
-    env = {
-        **os.environ,
-        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
-        "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
-        "ANSIBLE_NOCOLOR": "1",
-    }
-    proc = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(playbook)],
-        env=env,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    run_plays(work, CASES, _playbook(out))
     return out
-
-
-def _result(out: Path, case: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((out / f"{case}.json").read_text(encoding="utf-8"))
-    return data
 
 
 def test_every_case_rendered(rendered: Path) -> None:
@@ -251,7 +221,7 @@ def test_every_case_rendered(rendered: Path) -> None:
 
 
 def test_ubuntu_distribution_prefers_signed_prebuilt_modules(rendered: Path) -> None:
-    r = _result(rendered, "ubuntu2404_distribution_open_580_fm")
+    r = result(rendered, "ubuntu2404_distribution_open_580_fm")
     assert not r["failed"]
     assert r["pkg_mgr"] == "apt"
     assert r["set"]["anchor"] == "nvidia-headless-no-dkms-580-server-open"
@@ -273,7 +243,7 @@ def test_ubuntu_distribution_prefers_signed_prebuilt_modules(rendered: Path) -> 
 
 
 def test_ubuntu_cuda_repository_and_key(rendered: Path) -> None:
-    r = _result(rendered, "ubuntu2204_cuda_proprietary_535")
+    r = result(rendered, "ubuntu2204_cuda_proprietary_535")
     base = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"
     assert r["cuda_repo_url"] == base
     assert r["cuda_repo_key"] == base + "3bf863cc.pub"
@@ -287,13 +257,13 @@ def test_ubuntu_cuda_repository_and_key(rendered: Path) -> None:
 
 
 def test_arm_hosts_use_the_sbsa_repository(rendered: Path) -> None:
-    r = _result(rendered, "ubuntu2404_cuda_open_580_arm")
+    r = result(rendered, "ubuntu2404_cuda_open_580_arm")
     assert r["cuda_repo_url"].endswith("/repos/ubuntu2404/sbsa/")
     assert r["set"]["anchor"] == "nvidia-headless-580-open"
 
 
 def test_debian12_distribution_adds_nonfree_signed(rendered: Path) -> None:
-    r = _result(rendered, "debian12_distribution_open_535")
+    r = result(rendered, "debian12_distribution_open_535")
     assert r["set"]["anchor"] == "nvidia-open-kernel-dkms"
     assert r["set"]["dkms"] is True
     assert r["use_cuda_repo"] is False
@@ -304,21 +274,21 @@ def test_debian12_distribution_adds_nonfree_signed(rendered: Path) -> None:
 
 
 def test_debian13_535_is_the_tesla_branch(rendered: Path) -> None:
-    r = _result(rendered, "debian13_distribution_proprietary_535")
+    r = result(rendered, "debian13_distribution_proprietary_535")
     assert r["set"]["anchor"] == "nvidia-tesla-535-kernel-dkms"
     assert "nvidia-tesla-535-smi" in r["set"]["versioned"]
     assert r["distribution_sources"][0]["suites"] == ["trixie", "trixie-updates"]
 
 
 def test_debian13_tesla_branch_has_no_open_modules(rendered: Path) -> None:
-    r = _result(rendered, "debian13_distribution_open_535")
+    r = result(rendered, "debian13_distribution_open_535")
     assert r["failed"]
     assert "no open kernel modules for branch 535" in r["msg"]
     assert "flavours there: proprietary" in r["msg"]
 
 
 def test_rhel9_cuda_module_stream_and_key(rendered: Path) -> None:
-    r = _result(rendered, "rhel9_cuda_open_580_fm")
+    r = result(rendered, "rhel9_cuda_open_580_fm")
     assert r["pkg_mgr"] == "dnf"
     base = "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/"
     assert r["cuda_repo_url"] == base
@@ -331,27 +301,27 @@ def test_rhel9_cuda_module_stream_and_key(rendered: Path) -> None:
 
 
 def test_rocky9_uses_the_rhel_data(rendered: Path) -> None:
-    r = _result(rendered, "rocky9_cuda_proprietary_570")
+    r = result(rendered, "rocky9_cuda_proprietary_570")
     assert r["module_stream"] == "nvidia-driver:570-dkms"
     assert r["set"]["anchor"] == "kmod-nvidia-latest-dkms"
 
 
 def test_rhel_has_no_distribution_source(rendered: Path) -> None:
-    r = _result(rendered, "rocky9_distribution")
+    r = result(rendered, "rocky9_distribution")
     assert r["failed"]
     assert "nvidia_driver_source=distribution is not available" in r["msg"]
     assert "available: cuda" in r["msg"]
 
 
 def test_unsupported_os_names_the_supported_ones(rendered: Path) -> None:
-    r = _result(rendered, "ubuntu2004_unsupported")
+    r = result(rendered, "ubuntu2004_unsupported")
     assert r["failed"]
     assert "Ubuntu 20.04 is not supported" in r["msg"]
     assert "Ubuntu 22.04, Ubuntu 24.04, Debian 12, Debian 13, RHEL 8, RHEL 9" in r["msg"]
 
 
 def test_version_must_belong_to_the_branch(rendered: Path) -> None:
-    r = _result(rendered, "debian12_version_outside_branch")
+    r = result(rendered, "debian12_version_outside_branch")
     assert r["failed"]
     assert "nvidia_driver_version=550.163.01" in r["msg"]
 
@@ -367,16 +337,16 @@ def test_pin_file_pins_every_nvidia_package_to_the_version(rendered: Path) -> No
 
 
 def test_fabric_manager_keeps_the_branch_suffix_up_to_575(rendered: Path) -> None:
-    r = _result(rendered, "ubuntu2404_cuda_open_575_fm")
+    r = result(rendered, "ubuntu2404_cuda_open_575_fm")
     assert r["fabricmanager"] == ["nvidia-fabricmanager-575", "libnvidia-nscq-575"]
     assert r["set"]["versioned"][0] == "nvidia-headless-575-open"
     assert r["pinning"] == []
-    d = _result(rendered, "debian12_cuda_open_575_fm")
+    d = result(rendered, "debian12_cuda_open_575_fm")
     assert d["fabricmanager"] == ["nvidia-fabricmanager-575", "libnvidia-nscq-575"]
 
 
 def test_fabric_manager_is_unsuffixed_from_580(rendered: Path) -> None:
-    r = _result(rendered, "ubuntu2204_cuda_open_580_fm")
+    r = result(rendered, "ubuntu2204_cuda_open_580_fm")
     assert r["fabricmanager"] == ["nvidia-fabricmanager", "libnvidia-nscq"]
     # The driver packages still carry the branch at 580.
     assert r["set"]["versioned"] == [
@@ -391,7 +361,7 @@ def test_fabric_manager_is_unsuffixed_from_580(rendered: Path) -> None:
 def test_from_590_names_lose_the_branch_and_the_pinning_package_comes_first(
     rendered: Path,
 ) -> None:
-    r = _result(rendered, "ubuntu2404_cuda_open_595_fm")
+    r = result(rendered, "ubuntu2404_cuda_open_595_fm")
     assert not r["failed"], r
     assert r["pinning"] == ["nvidia-driver-pinning-595"]
     assert r["set"]["anchor"] == "nvidia-dkms-open"
@@ -404,21 +374,21 @@ def test_from_590_names_lose_the_branch_and_the_pinning_package_comes_first(
 
 
 def test_no_proprietary_set_is_recorded_for_590_on_ubuntu(rendered: Path) -> None:
-    r = _result(rendered, "ubuntu2204_cuda_proprietary_595")
+    r = result(rendered, "ubuntu2204_cuda_proprietary_595")
     assert r["failed"]
     assert "no proprietary kernel modules for branch 595" in r["msg"]
     assert "flavours there: open" in r["msg"]
 
 
 def test_canonical_archive_has_no_pinning_package(rendered: Path) -> None:
-    r = _result(rendered, "ubuntu2204_distribution_open_595_fm")
+    r = result(rendered, "ubuntu2204_distribution_open_595_fm")
     assert r["pinning"] == []
     assert r["set"]["anchor"] == "nvidia-headless-no-dkms-595-server-open"
     assert r["fabricmanager"] == ["nvidia-fabricmanager-595", "libnvidia-nscq-595"]
 
 
 def test_debian_cuda_names_carry_no_branch(rendered: Path) -> None:
-    sets = {b: _result(rendered, f"debian12_cuda_open_{b}_fm") for b in ("575", "580", "595")}
+    sets = {b: result(rendered, f"debian12_cuda_open_{b}_fm") for b in ("575", "580", "595")}
     for branch, r in sets.items():
         assert not r["failed"], (branch, r)
         assert r["set"]["versioned"] == [
@@ -443,6 +413,6 @@ def test_expected_key_fingerprints_come_from_the_reference(rendered: Path) -> No
         ("ubuntu2404_cuda_open_595_fm", "ubuntu2404"),
         ("debian13_cuda_open_580", "debian13"),
     ):
-        r = _result(rendered, case)
+        r = result(rendered, case)
         assert r["key_fingerprints"] == [reference[dist]["key_fingerprint"]], case
         assert r["cuda_repo_key"].endswith("/" + reference[dist]["key_file"]), case

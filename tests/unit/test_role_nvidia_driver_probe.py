@@ -10,21 +10,16 @@ playbooks/check-driver.yml relies on for the real device machine.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+from roleplay import run_plays  # noqa: E402
+
 SHARED = REPO / "tests" / "recorded"
 FIXTURE = SHARED / "fixtures" / "real" / "h200x2-ubuntu2404-580"
-ANSIBLE_PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
-# Local fake hosts run modules with this interpreter (no discovery on the control machine).
-_LOCAL = f"ansible_connection=local ansible_python_interpreter={sys.executable}"
 
 # case -> (driver version file: "fixture" | "absent", state file present, role variables)
 CASES: dict[str, tuple[str, bool, dict[str, str]]] = {
@@ -98,21 +93,7 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]
                 ],
             }
         )
-    (work / "probe.yml").write_text(yaml.safe_dump(plays, sort_keys=False), encoding="utf-8")
-    (work / "inventory.ini").write_text(
-        "".join(f"{case} {_LOCAL}\n" for case in CASES), encoding="utf-8"
-    )
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1"}
-    proc = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", str(work / "inventory.ini"), str(work / "probe.yml")],
-        env=env,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    run_plays(work, CASES, plays)
     return {case: json.loads((work / f"{case}.json").read_text()) for case in CASES}
 
 

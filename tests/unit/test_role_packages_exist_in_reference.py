@@ -18,9 +18,7 @@ does). A combination the role itself refuses is skipped; every list it renders i
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,12 +28,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
-
 from aptrepo.graphs import canonical_replay, cuda_replay, kernels  # noqa: E402
 from aptrepo.packages import cuda_packages  # noqa: E402
+from roleplay import run_plays  # noqa: E402
 
-ANSIBLE_PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
-_LOCAL = f"ansible_connection=local ansible_python_interpreter={sys.executable}"
 KERNEL = "0.0.0-0-kernel"  # a stand-in release, replaced by the replay's kernels
 DEBIAN_KERNEL = "6.1.0-50-amd64"
 OSES = {
@@ -113,10 +109,6 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
     out = work / "out"
     out.mkdir()
     cases = _cases()
-    inventory = {"all": {"hosts": {name: dict(v) for name, v in cases.items()}}}
-    for host in inventory["all"]["hosts"].values():
-        host.update({"ansible_connection": "local", "ansible_python_interpreter": sys.executable})
-    (work / "inventory.yml").write_text(yaml.safe_dump(inventory))
     play = [
         {
             "name": "Render the nvidia_driver package lists",
@@ -126,23 +118,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
             "tasks": yaml.safe_load(_TASKS),
         }
     ]
-    (work / "render.yml").write_text(yaml.safe_dump(play, sort_keys=False))
-    env = {
-        **os.environ,
-        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORKS": "8",
-    }
-    proc = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", str(work / "inventory.yml"), str(work / "render.yml")],
-        env=env,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    run_plays(work, cases, play, hostvars=cases, timeout=600, forks=8)
     results: dict[str, dict[str, Any]] = json.loads((out / "results.json").read_text())
     assert sorted(results) == sorted(cases)
     for name, result in results.items():
