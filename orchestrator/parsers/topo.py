@@ -62,3 +62,14 @@ def parse_topo(text: str) -> Topology:
         cpu[name] = value(rest[0]) if rest else None
         numa[name] = value(rest[1]) if len(rest) > 1 else None
     return Topology(devices, MappingProxyType(links), MappingProxyType(cpu), MappingProxyType(numa))
+
+
+def topology_or_none(text: str | None) -> Topology | None:
+    """The topology, or None where there is no text or it does not parse (validation then
+    judges without it: no NVLink pairs, no NUMA pinning)."""
+    if not text:
+        return None
+    try:
+        return parse_topo(text)
+    except ParseError:
+        return None

@@ -15,8 +15,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from orchestrator.parsers._text import ParseError
-from orchestrator.parsers.topo import parse_topo
+from orchestrator.parsers.topo import topology_or_none
 from orchestrator.validate.result import CheckResult
 
 # A pair below this fraction of the median pair of its kind (NVLink / PCIe) is an outlier.
@@ -39,11 +38,8 @@ def pairs_from_payload(doc: Sequence[Mapping[str, object]]) -> tuple[PairCopy, .
 
 def nvlink_pairs(topo_text: str | None) -> dict[tuple[int, int], int]:
     """(gpu a, gpu b) -> bonded NVLinks, from `nvidia-smi topo -m` (PCIe pairs absent)."""
-    if not topo_text:
-        return {}
-    try:
-        topo = parse_topo(topo_text)
-    except ParseError:
+    topo = topology_or_none(topo_text)
+    if topo is None:
         return {}
     out = {}
     for a in topo.gpus:

@@ -26,7 +26,7 @@ from orchestrator.parsers._text import ParseError
 from orchestrator.parsers.nccl_tests import parse_nccl_tests
 from orchestrator.parsers.nvlink import parse_nvlink_status
 from orchestrator.parsers.smi_list import parse_smi_list
-from orchestrator.parsers.topo import parse_topo
+from orchestrator.parsers.topo import topology_or_none
 from orchestrator.policy import Policy
 from orchestrator.validate import container, nccl, p2p
 from orchestrator.validate.health import HealthLimits, health_input, load_limits, run_health
@@ -225,11 +225,8 @@ def payload_target(
 def numa_affinity(topo_text: str | None) -> dict[str, dict[str, str | None]]:
     """GPU index -> its CPUs and NUMA node, from `nvidia-smi topo -m` (what each payload worker
     pins itself to before the host-to-device copies)."""
-    if not topo_text:
-        return {}
-    try:
-        topo = parse_topo(topo_text)
-    except ParseError:
+    topo = topology_or_none(topo_text)
+    if topo is None:
         return {}
     return {
         gpu[3:]: {"cpus": topo.cpu_affinity.get(gpu), "node": topo.numa_affinity.get(gpu)}
