@@ -200,6 +200,17 @@ class KernelState:
     default: str  # the kernel the boot loader starts next; "" when not known
     default_from: str  # "grubby", "grubenv", "grub.cfg", "newest installed" or ""
     mok: tuple[tuple[str, str], ...] = ()  # (certificate path, enrolled|not-enrolled|unknown)
+    # rpm hosts: (package, release) of the kernel packages and their -devel packages
+    # ("kernel-core", "5.14.0-284.30.1.el9_2.x86_64"); empty elsewhere
+    rpm: tuple[tuple[str, str], ...] = ()
+
+    def devel_package(self, release: str) -> str:
+        """The -devel package DKMS needs for `release` on an rpm host: kernel-core's and
+        kernel's is kernel-devel, kernel6.12's kernel6.12-devel (Amazon Linux 2023)."""
+        owner = next(
+            (n for n, r in self.rpm if r == release and not n.endswith("-devel")), "kernel"
+        )
+        return f"{owner.removesuffix('-core')}-devel-{release}"
 
     def kernel(self, release: str) -> InstalledKernel | None:
         return next((k for k in self.installed if k.release == release), None)

@@ -35,9 +35,15 @@ class KernelNotes:
     blockers: list[str] = field(default_factory=list)
 
 
-def headers_package(release: str) -> str:
-    """The headers package of one kernel release, as Debian and Ubuntu name it
-    (linux-headers-<release>; the role's vars/<OS>.yml use the same pattern)."""
+def headers_package(facts: HostFacts, release: str) -> str:
+    """The package DKMS needs to build for one kernel release: Debian and Ubuntu's
+    linux-headers-<release>; on rpm hosts (RHEL family, Amazon Linux) the kernel's -devel
+    package, kernel-devel-<release> or kernel6.12-devel-<release> (the role's vars/<OS>.yml
+    use the same patterns)."""
+    ks = facts.kernels
+    rpm_host = facts.os is not None and (facts.os.family == "redhat" or facts.os.id == "amzn")
+    if rpm_host or (ks is not None and ks.rpm):
+        return ks.devel_package(release) if ks is not None else f"kernel-devel-{release}"
     return f"linux-headers-{release}"
 
 
@@ -91,7 +97,7 @@ def kernel_notes(
             notes.blockers.append(
                 f"the driver change would leave the next boot without GPUs: kernel "
                 f"{nxt.release} ({ks.default_from}) has no headers, so DKMS cannot build "
-                f"driver {driver} for it; fix: install {headers_package(nxt.release)} (or "
+                f"driver {driver} for it; fix: install {headers_package(facts, nxt.release)} (or "
                 "remove that kernel), then run again"
             )
         no_headers = sorted(k.release for k in ks.pending if k is not nxt and not k.headers)
@@ -99,7 +105,7 @@ def kernel_notes(
             notes.warnings.append(
                 f"DKMS cannot build driver {driver} for installed kernels without headers: "
                 f"{', '.join(no_headers)} (booting one loses the GPUs); fix: install "
-                f"{', '.join(headers_package(r) for r in no_headers)} or remove them"
+                f"{', '.join(headers_package(facts, r) for r in no_headers)} or remove them"
             )
     if facts.secure_boot and not prebuilt and (change or nxt is not None):
         _secure_boot(facts, ks, notes)

@@ -299,6 +299,12 @@ kernels() {
         break
     done
     have grubby && printf 'grubby %s\n' "$(grubby --default-kernel 2>/dev/null)"
+    # rpm hosts: the package that installed each kernel and its -devel package (what DKMS
+    # builds against). RHEL 9: kernel-core holds vmlinuz, kernel-devel the headers and
+    # makefiles (RHEL 9 "Managing, monitoring and updating the kernel", 1.3); Amazon Linux
+    # 2023: kernel / kernel-devel, and kernel6.12 / kernel6.12-devel for its 6.12 kernels.
+    have rpm && rpm -qa --qf 'rpm %{NAME} %{VERSION}-%{RELEASE}.%{ARCH}\n' kernel kernel-core \
+        kernel-devel 'kernel6.*' 2>/dev/null | grep -E '^rpm kernel(6\.[0-9]+)?(-core|-devel)? ' | sort
     cert=$(sed -n 's/^[[:space:]]*mok_certificate="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' \
         /etc/dkms/framework.conf /etc/dkms/framework.conf.d/*.conf 2>/dev/null | tail -n 1)
     for c in $cert /var/lib/dkms/mok.pub /var/lib/shim-signed/mok/MOK.der; do

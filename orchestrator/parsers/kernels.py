@@ -11,6 +11,7 @@ The probe (orchestrator/probe.sh `kernels`) writes one fact per line:
     grub default=0
     grub linux /boot/vmlinuz-6.1.0-57-amd64
     grubby /boot/vmlinuz-6.1.0-57-amd64
+    rpm kernel-core 5.14.0-284.30.1.el9_2.x86_64      (rpm hosts: kernel packages, -devel too)
     mok /var/lib/dkms/mok.pub not-enrolled
 
 The next boot is, in this order: `grubby --default-kernel` (RHEL family), GRUB's saved entry
@@ -60,6 +61,7 @@ def parse_kernels(text: str) -> KernelState:
     dkms: dict[str, list[tuple[str, str]]] = {}
     saved = grub_default = grub_first = grubby = ""
     mok: list[tuple[str, str]] = []
+    rpms: list[tuple[str, str]] = []
     for raw_line in out.body.splitlines():
         line = raw_line.strip()
         if not line:
@@ -96,6 +98,8 @@ def parse_kernels(text: str) -> KernelState:
             grubby = _release_of_path(rest.strip())
         elif kind == "mok" and len(fields) == 2 and fields[1] in _MOK_STATES:
             mok.append((fields[0], fields[1]))
+        elif kind == "rpm" and len(fields) == 2:
+            rpms.append((fields[0], fields[1]))
         else:
             raise ParseError(names.KERNELS, f"unexpected line {line!r}")
     if not running:
@@ -112,7 +116,12 @@ def parse_kernels(text: str) -> KernelState:
     )
     default, source = _default(running, installed, saved, grub_default, grub_first, grubby)
     return KernelState(
-        running=running, installed=installed, default=default, default_from=source, mok=tuple(mok)
+        running=running,
+        installed=installed,
+        default=default,
+        default_from=source,
+        mok=tuple(mok),
+        rpm=tuple(rpms),
     )
 
 

@@ -9,6 +9,10 @@ no RHEL or Amazon Linux host here, so the role installs into an install root
 (`nvidia_driver_dnf_installroot`) of a Debian 12 lab host, with the OS data of the target
 (`nvidia_driver_os_data`). Headers for the running kernel, the DKMS build and the module
 load are not part of an install-root run (docs/support-matrix.md, dnf section, says so).
+Kernel updates (tasks/kernels-dnf.yml): the root gets kernel-core doubles of real Rocky 9
+releases from a double of the OS's repository (rpmrepo.model.os_repositories); the role reads
+the root's rpm database and installs every installed kernel's kernel-devel (and
+kernel-devel-matched) into it; the per-kernel DKMS build runs on real hosts only.
 
 One scratch host for the module (its own lab, so the shared session hosts get no rpm
 tooling). Expected names and versions come from the reference through rpmrepo.model, not
@@ -49,7 +53,7 @@ _RECAP = re.compile(
     re.MULTILINE,
 )
 
-STEPS = ("preflight", "probe", "select", "install-dnf")
+STEPS = ("preflight", "probe", "select", "install-dnf", "kernels-dnf")
 
 
 @dataclass(frozen=True)
@@ -234,6 +238,46 @@ def test_rhel9_first_run_second_run_and_branch_change(dnf_lab: DnfLab) -> None:
     assert nvidia(dnf_lab.installed("rhel9")) == expected(580, "open", new)
     assert locked_names(dnf_lab.locks("rhel9")) == set(expected(580, "open", new))
     print(f"rhel9 runs: {first.seconds:.0f}/{second.seconds:.0f}/{change.seconds:.0f} s")
+
+
+def test_rhel9_every_installed_kernel_gets_its_kernel_devel(dnf_lab: DnfLab) -> None:
+    """Two installed kernels (one pending), none with kernel-devel: one run installs both
+    kernel-devel packages and kernel-devel-matched at the newest; the second changes nothing;
+    a later `dnf upgrade` brings the next kernel together with its kernel-devel."""
+    old, pending, later = (model.kernel_release(v, r) for v, r in model.KERNELS_EL9)
+    root, repo = f"{ROOTS}/rhel9", f"{SERVED}/{model.OS_REPO['rhel9']}"
+    dnf_lab.sh(
+        f"printf '[gpuprov-os-testdouble]\\nname=RHEL 9 kernels (test double)\\n"
+        f"baseurl=file://{repo}/\\ngpgcheck=1\\ngpgkey=file://{repo}/testdouble-os.pub\\n'"
+        f" > {root}/etc/yum.repos.d/gpuprov-os-testdouble.repo"
+    )
+    dnf_lab.dnf("rhel9", "-y", "install", f"kernel-core-{old}", f"kernel-core-{pending}")
+
+    def kernels() -> set[str]:
+        lines = dnf_lab.dnf(
+            "rhel9", "repoquery", "--installed", "--queryformat",
+            "'%{name}-%{version}-%{release}.%{arch}'", "'kernel*'",
+        )  # fmt: skip
+        return set(lines)
+
+    assert kernels() == {f"kernel-core-{old}", f"kernel-core-{pending}"}
+    first = dnf_lab.converge("rhel9", nvidia_driver_branch="580", nvidia_driver_flavour="open")
+    assert first.rc == 0 and first.changed > 0, first.output[-4000:]
+    assert kernels() == {
+        f"kernel-core-{old}", f"kernel-core-{pending}", f"kernel-devel-{old}",
+        f"kernel-devel-{pending}", f"kernel-devel-matched-{pending}",
+    }  # fmt: skip
+    second = dnf_lab.converge("rhel9", nvidia_driver_branch="580", nvidia_driver_flavour="open")
+    assert second.rc == 0 and second.changed == 0, second.output[-4000:]
+
+    # What unattended updates do later: the next kernel arrives with its kernel-devel.
+    dnf_lab.dnf("rhel9", "-y", "upgrade")
+    have = kernels()
+    assert {f"kernel-core-{later}", f"kernel-devel-{later}"} <= have, have
+    assert f"kernel-devel-matched-{later}" in have, have
+    third = dnf_lab.converge("rhel9", nvidia_driver_branch="580", nvidia_driver_flavour="open")
+    assert third.rc == 0 and third.changed == 0, third.output[-4000:]
+    print(f"rhel9 kernel runs: {first.seconds:.0f}/{second.seconds:.0f}/{third.seconds:.0f} s")
 
 
 def test_amzn2023_default_stream_first_run_and_flavour_branch_change(dnf_lab: DnfLab) -> None:

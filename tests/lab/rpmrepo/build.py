@@ -8,7 +8,7 @@ import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from rpmrepo.model import Repo, repositories
+from rpmrepo.model import Repo, os_repositories, repositories
 from rpmrepo.render import modules_yaml, spec, spec_sources
 
 HERE = Path(__file__).resolve().parent
@@ -44,7 +44,7 @@ def tarball(files: dict[str, str]) -> bytes:
 def build_on_host(ssh: Sequence[str], served_root: str, timeout: float = 600) -> str:
     """Install the tools, unpack the sources and build the repositories under `served_root`
     on the host that the ssh argv `ssh` reaches. Returns build.sh's last line."""
-    repos = repositories(served_root)
+    repos = repositories(served_root) + os_repositories()
     script = (
         "set -eu; export DEBIAN_FRONTEND=noninteractive;"
         " command -v createrepo_c >/dev/null || { apt-get update -qq &&"

@@ -3,8 +3,8 @@
 # Usage: build.sh SRC OUT. SRC holds <repo path>/*.spec (+ their Source files) and
 # <repo path>/modules.yaml, written by rpmrepo/build.py; OUT receives the repositories at the
 # same paths, each with repodata/ (modules included) and the public key of its signer:
-# <cuda repo>/testdouble.pub (stands in for NVIDIA's D42D0685.pub) and
-# epel/RPM-GPG-KEY-EPEL-9.testdouble. Keys are made here, per build, and never leave the host.
+# <cuda repo>/testdouble.pub (stands in for NVIDIA's D42D0685.pub),
+# epel/RPM-GPG-KEY-EPEL-9.testdouble and os/<dist>/<arch>/testdouble-os.pub (the OS's kernels). Keys are made here, per build, and never leave the host.
 set -eu
 src=$1
 out=$2
@@ -16,11 +16,13 @@ key() { # uid -> generate once
 }
 key "gpuprov lab CUDA test double <cuda-testdouble@gpuprov.invalid>"
 key "gpuprov lab EPEL test double <epel-testdouble@gpuprov.invalid>"
+key "gpuprov lab OS test double <os-testdouble@gpuprov.invalid>"
 cd "$src"
 for dir in $(find . -name '*.spec' -printf '%h\n' | sort -u); do
     dir=${dir#./}
     case "$dir" in
         epel/*) signer="gpuprov lab EPEL test double"; pub="$out/epel/RPM-GPG-KEY-EPEL-9.testdouble" ;;
+        os/*) signer="gpuprov lab OS test double"; pub="$out/$dir/testdouble-os.pub" ;;
         *) signer="gpuprov lab CUDA test double"; pub="$out/$dir/testdouble.pub" ;;
     esac
     mkdir -p "$out/$dir"

@@ -21,6 +21,24 @@ Everything here comes from `cuda_rpm` in tests/recorded/reference/packages.yaml:
 
 What the reference does not say is left out: no Requires between the driver packages, no
 fabric manager inside a module stream (they are non-modular here), no precompiled kmods.
+
+The OS's kernel packages (`os_repositories()`, one double of RHEL 9's BaseOS/AppStream kernel
+packages; not in packages.yaml, which records NVIDIA's repositories only), for the driver
+role's every-kernel coverage (tasks/kernels-dnf.yml):
+
+- names: kernel-core (the kernel image) and kernel-devel (headers and makefiles to build
+  modules), RHEL 9 "Managing, monitoring and updating the kernel", 1.3 "The Linux kernel RPM
+  package overview"; kernel-devel-matched, which NVIDIA's Driver Installation Guide installs
+  on EL9 ("dnf install kernel-devel-matched kernel-headers", Oracle Linux 9 / AlmaLinux 9
+  pages), "Meta package to install matching core and devel packages for a given kernel" (its
+  summary, openshift/driver-toolkit 2e139ed): here it Requires kernel-core and kernel-devel
+  at its own version-release;
+- `Provides: installonlypkg(kernel)` on kernel-core and kernel-devel, as the kernel.spec
+  macros kernel_variant_package / kernel_devel_package give them (dnf keeps several installed
+  side by side and `dnf upgrade` adds the new one);
+- releases: Rocky 9's 5.14.0-162.22.2.el9_1, 5.14.0-284.11.1.el9_2 and 5.14.0-284.30.1.el9_2
+  (the /boot/loader/entries listing of a Rocky 9 host in stackhpc/stackhpc-kayobe-config
+  PR #878). Empty packages: no kernel, no headers.
 """
 
 from __future__ import annotations
@@ -64,6 +82,7 @@ class Rpm:
     epoch: int | None = None
     arch: str = ARCH
     requires: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ()
     files: Mapping[str, str] = field(default_factory=dict)  # path -> content
 
     @property
@@ -194,6 +213,39 @@ def repositories(served_root: str, cuda_rpm: Mapping[str, Any] | None = None) ->
         )
     repos.append(Repo(f"epel/{EPEL_MAJOR}/{ARCH}", (dkms, _epel_release(served_root))))
     return repos
+
+
+# Rocky 9 kernel releases (version, release), oldest first (see the module docstring).
+KERNELS_EL9: tuple[tuple[str, str], ...] = (
+    ("5.14.0", "162.22.2.el9_1"),
+    ("5.14.0", "284.11.1.el9_2"),
+    ("5.14.0", "284.30.1.el9_2"),
+)
+OS_REPO = {"rhel9": f"os/rhel9/{ARCH}"}
+
+
+def kernel_release(version: str, release: str) -> str:
+    """`uname -r` of a RHEL kernel package: <version>-<release>.<arch>."""
+    return f"{version}-{release}.{ARCH}"
+
+
+def os_repositories() -> list[Repo]:
+    """The OS kernel packages' double (rhel9 only: the lab installs RHEL 9 kernels)."""
+    rpms: list[Rpm] = []
+    for version, release in KERNELS_EL9:
+        evr = f"{version}-{release}"
+        only = ("installonlypkg(kernel)",)
+        rpms += [
+            Rpm("kernel-core", version, release, provides=only),
+            Rpm("kernel-devel", version, release, provides=only),
+            Rpm(
+                "kernel-devel-matched",
+                version,
+                release,
+                requires=(f"kernel-core = {evr}", f"kernel-devel = {evr}"),
+            ),
+        ]
+    return [Repo(OS_REPO["rhel9"], tuple(rpms))]
 
 
 def names(repos: Sequence[Repo]) -> set[str]:

@@ -8,7 +8,7 @@ import yaml
 
 from rpmrepo.model import CONTEXT, MODULE_VERSION, Repo, Rpm, Stream
 
-SUMMARY = "TEST DOUBLE of {name} (gpuprov lab; empty; from tests/recorded/reference)"
+SUMMARY = "TEST DOUBLE of {name} (gpuprov lab; empty; sources in tests/lab/rpmrepo/model.py)"
 
 
 def spec(rpm: Rpm) -> str:
@@ -22,6 +22,7 @@ def spec(rpm: Rpm) -> str:
         "License: none (test double)",
         f"BuildArch: {rpm.arch}",
         *(f"Requires: {r}" for r in rpm.requires),
+        *(f"Provides: {r}" for r in rpm.provides),
         "",
         "%description",
         f"Test double of {rpm.name} for gpuprov's lab: no content of the real package.",
