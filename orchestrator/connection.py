@@ -317,8 +317,10 @@ def become_handshake(
             marker = out.find(become.marker + b"\n")
             if marker >= 0:
                 return out[marker + len(become.marker) + 1 :], err.replace(prompt, b"")
-            prompts = err.count(prompt)
-            if prompts > 1 or b"Sorry, try again" in err:
+            # ssh -v logs the command it sends (the prompt in it): only sudo's own words count
+            said = b"\n".join(ln for ln in err.split(b"\n") if not ln.startswith(b"debug"))
+            prompts = said.count(prompt)
+            if prompts > 1 or b"Sorry, try again" in said:
                 raise _fail(host, become, "failed: the password was not accepted", "")
             if prompts == 1 and not answered:
                 proc.stdin.write(become.password.encode() + b"\n")

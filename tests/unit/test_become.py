@@ -54,6 +54,7 @@ FAKE_SSH = """#!/bin/sh
 # test double of ssh: one log line per session, the remote command run with sh here
 printf '%s\\n' "$*" >> "$FAKE_LOG/ssh"
 for last; do :; done
+case " $* " in *" -v "*) echo "debug1: Sending command: $last" >&2;; esac  # as ssh -v does
 exec sh -c "$last"
 """
 
