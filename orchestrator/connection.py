@@ -323,9 +323,12 @@ def become_handshake(
             if prompts > 1 or b"Sorry, try again" in said:
                 raise _fail(host, become, "failed: the password was not accepted", "")
             if prompts == 1 and not answered:
-                proc.stdin.write(become.password.encode() + b"\n")
-                proc.stdin.flush()
                 answered = True
+                try:
+                    proc.stdin.write(become.password.encode() + b"\n")
+                    proc.stdin.flush()
+                except BrokenPipeError:  # gone meanwhile: its streams close, said below
+                    pass
             left = deadline - time.monotonic()
             if left <= 0:
                 raise _fail(host, become, f"did not answer within {timeout:.0f} s", "")

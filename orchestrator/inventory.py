@@ -4,10 +4,12 @@
 (ansible_host/port/user/ssh_private_key_file/connection, known-hosts files) and all its
 variables, as ansible-playbook would see them before gathering facts.
 
-Become, as Ansible reads it: ansible_become, ansible_become_method (sudo: the one gpuprov's
-own connections use; any other is refused, exit 2), ansible_become_user (root by default),
-ansible_become_flags, and the password from ansible_become_password / ansible_become_pass, else
-the one asked once with -K. The password is taken out of the host's variables and kept only in
+Become, as Ansible reads it: ansible_become (else ansible.cfg's become), ansible_become_method
+(sudo: the one gpuprov's own connections use; any other is refused, exit 2), and the user,
+flags and password as ansible-core's sudo become plugin resolves them (host variables such
+as ansible_become_user, ansible_become_flags, ansible_become_password / ansible_become_pass,
+then ANSIBLE_BECOME_* and ansible.cfg, then root and `-H`); no password there: the one asked
+once with -K. The password is taken out of the host's variables and kept only in
 `InventoryHost.become_password` (not shown by repr). Vault: `VaultOptions` (--vault-id,
 --vault-password-file, the password asked with --ask-vault-pass, and ansible.cfg's
 vault_password_file / vault_identity_list) become ansible-core's own vault secrets, so inline
@@ -47,7 +49,7 @@ _MAGIC = frozenset(
     }
 )
 _TRUE = ("1", "true", "yes", "on")
-_PASSWORD_VARS = ("ansible_become_password", "ansible_become_pass")
+_PASSWORD_VARS = ("ansible_become_password", "ansible_become_pass", "ansible_sudo_pass")
 BECOME_METHODS = ("sudo",)  # what detection, validation and verify can become with
 _VAULT_FIX = (
     "give the vault password as for ansible-playbook: --vault-password-file FILE, "
@@ -171,9 +173,25 @@ def _int(host: str, key: str, value: Any, default: int) -> int:
         ) from exc
 
 
-def _become_flags(name: str, hv: Mapping[str, Any]) -> tuple[str, ...]:
-    """ansible_become_flags without the options gpuprov sets itself (-n, -S, -p, -u)."""
-    text = str(hv.get("ansible_become_flags") or "")
+def _sudo_options(hv: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    """(user, flags, password) as ansible-core's sudo become plugin resolves them for this
+    host: its variables (ansible_become_user / ansible_sudo_user, ansible_become_flags,
+    ansible_become_password / _pass / ansible_sudo_pass), then ANSIBLE_BECOME_* and ansible.cfg,
+    then the plugin's defaults (root, `-H -S -n`)."""
+    from ansible.plugins.loader import become_loader
+
+    plugin = become_loader.get("sudo")
+    plugin.set_options(var_options=dict(hv))
+    password = plugin.get_option("become_pass")
+    return (
+        str(plugin.get_option("become_user") or "root"),
+        str(plugin.get_option("become_flags") or ""),
+        str(password) if password not in (None, "") else None,
+    )
+
+
+def _become_flags(name: str, text: str) -> tuple[str, ...]:
+    """sudo's flags without the options gpuprov sets itself (-n, -S, -p, -u)."""
     try:
         words = shlex.split(text)
     except ValueError as exc:
@@ -208,8 +226,10 @@ def _host(
         )
     key = hv.get("ansible_ssh_private_key_file") or hv.get("ansible_private_key_file")
     user = hv.get("ansible_user") or hv.get("ansible_ssh_user")
-    become = str(hv.get("ansible_become", False)).lower() in _TRUE
-    method = str(hv.get("ansible_become_method") or "sudo")
+    import ansible.constants as C
+
+    become = str(hv.get("ansible_become", C.DEFAULT_BECOME)).lower() in _TRUE
+    method = str(hv.get("ansible_become_method") or C.DEFAULT_BECOME_METHOD or "sudo")
     if become and method not in BECOME_METHODS:
         raise InventoryError(
             f"ansible_become_method={method!r}: detection, validation and verify become "
@@ -218,8 +238,8 @@ def _host(
             fix="use ansible_become_method=sudo (Ansible's default) for this host, or "
             "connect as root (ansible_user=root, ansible_become=false)",
         )
-    password = next((hv.pop(k) for k in _PASSWORD_VARS if hv.get(k) not in (None, "")), None)
-    for k in _PASSWORD_VARS:
+    become_user, flags, password = _sudo_options(hv) if become else ("root", "", None)
+    for k in _PASSWORD_VARS:  # kept only in become_password, out of reports and plans
         hv.pop(k, None)
     return InventoryHost(
         name=name,
@@ -232,9 +252,9 @@ def _host(
         groups=groups,
         become=become,
         vars=hv,
-        become_user=str(hv.get("ansible_become_user") or "root"),
-        become_flags=_become_flags(name, hv),
-        become_password=str(password) if password is not None else become_password,
+        become_user=become_user,
+        become_flags=_become_flags(name, flags),
+        become_password=password if password is not None else become_password,
     )
 
 

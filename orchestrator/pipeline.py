@@ -134,15 +134,10 @@ def _executor(fleet: Fleet, host: str) -> Any:
     from orchestrator.validate.runner import SubprocessExecutor
 
     h = cast(Inventory, fleet.handle).host(host)
-    become = become_of(h)
-    if become is not None and become.password is not None:  # sudo's prompt answered on stdin
-        if h.connection == "local":
-            return SubprocessExecutor(become=become)
-        return SubprocessExecutor(tuple(ssh_argv(h)), become=become, ssh=True)
-    sudo = ("sudo", "-n") if h.become else ()
+    become = become_of(h)  # sudo as detection runs it; a password answered on stdin
     if h.connection == "local":
-        return SubprocessExecutor(sudo)
-    return SubprocessExecutor((*ssh_argv(h), *sudo))
+        return SubprocessExecutor(become=become)
+    return SubprocessExecutor(tuple(ssh_argv(h)), become=become, ssh=True)
 
 
 def _validate_host(

@@ -116,7 +116,7 @@ class SubprocessExecutor:
             _LIVE.add(proc)
         out, err = b"", b""
         try:
-            if self.become is not None:
+            if self.become is not None and self.become.password is not None:
                 start = time.monotonic()
                 try:
                     out, err = become_handshake(proc, self.become, "", min(timeout, 30))

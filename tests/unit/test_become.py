@@ -159,7 +159,7 @@ def test_without_a_password_sudo_never_waits(tmp_path: Path, doubles: Path) -> N
     error = detect_hosts(load_inventory(inv), progress=False).failed["node-1"]
     assert "a password is required" in error.message
     assert "-K" in (error.fix or "") and "ansible_become_password" in (error.fix or "")
-    assert _lines(doubles, "sudo") == ["-n -u gpu sh -s"]
+    assert _lines(doubles, "sudo") == ["-n -H -u gpu sh -s"]  # -H: Ansible's default flags
 
 
 def test_validation_runs_its_scripts_as_root_through_sudo(tmp_path: Path, doubles: Path) -> None:
@@ -207,6 +207,22 @@ def test_ask_become_pass_is_the_fallback_and_the_inventory_wins(tmp_path: Path) 
     hosts = load_inventory(inv, become_password="from-K")
     assert hosts.host("a").become_password == "from-K"
     assert hosts.host("b").become_password == "from-inventory"
+
+
+def test_user_flags_and_password_resolve_as_ansibles_sudo_plugin_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANSIBLE_BECOME_USER", "svc")  # the plugin's env, under host variables
+    inv = _inventory(
+        tmp_path,
+        "a ansible_become=true ansible_sudo_pass=legacy-name\n"
+        "b ansible_become=true ansible_sudo_user=other ansible_become_flags='-E -n'",
+    )
+    hosts = load_inventory(inv)
+    a, b = hosts.host("a"), hosts.host("b")
+    assert (a.become_user, a.become_flags, a.become_password) == ("svc", ("-H",), "legacy-name")
+    assert (b.become_user, b.become_flags, b.become_password) == ("other", ("-E",), None)
+    assert "ansible_sudo_pass" not in a.vars
 
 
 def test_a_vault_inline_value_and_a_vault_encrypted_vars_file(tmp_path: Path) -> None:
