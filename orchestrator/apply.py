@@ -234,6 +234,18 @@ def ansible_options(args: Any, ask: Callable[[str], str] | None = None) -> Ansib
         import getpass
 
         ask = getpass.getpass
+    asker = ask
+
+    def ask_once(prompt: str) -> str:
+        try:
+            return asker(prompt)
+        except EOFError:  # no terminal and nothing on stdin
+            option = "-K/--ask-become-pass" if "BECOME" in prompt else "--ask-vault-pass"
+            raise BadInputError(
+                f"{option}: no password could be read (no terminal, standard input closed)",
+                fix="run it from a terminal, or give the password from a file "
+                "(--vault-password-file FILE; the become password as a vault value)",
+            ) from None
 
     def seq(name: str) -> tuple[str, ...]:
         return tuple(v for item in getattr(args, name, None) or () for v in [item] if v)
@@ -249,10 +261,10 @@ def ansible_options(args: Any, ask: Callable[[str], str] | None = None) -> Ansib
         vault_ids=seq("vault_id"),
         vault_password_files=seq("vault_password_file"),
         ask_vault_pass=ask_vault,
-        become_password=ask("BECOME password: ")
+        become_password=ask_once("BECOME password: ")
         if getattr(args, "ask_become_pass", False)
         else None,
-        vault_password=ask("Vault password: ") if ask_vault else None,
+        vault_password=ask_once("Vault password: ") if ask_vault else None,
         forks=forks,
         diff=bool(getattr(args, "diff", False)),
     )

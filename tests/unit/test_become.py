@@ -280,3 +280,41 @@ def test_every_stage_takes_the_vault_and_become_options(
     assert main(["detect", "-i", str(inv)]) == EXIT_BAD_INPUT
     assert "node-7: ansible_become_method='doas'" in capsys.readouterr().err
     assert main(["-K", "lab", "status"]) == EXIT_BAD_INPUT  # lab reads no inventory
+
+
+def test_ask_become_pass_asks_once_for_detect_and_validate(
+    tmp_path: Path, doubles: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    import getpass
+
+    asked: list[str] = []
+
+    def ask(prompt: str) -> str:
+        asked.append(prompt)
+        return PASSWORD
+
+    monkeypatch.setattr(getpass, "getpass", ask)
+    inv = _inventory(
+        tmp_path, "node-1 ansible_connection=local ansible_become=true ansible_become_user=gpu"
+    )
+    assert main(["detect", "-i", str(inv), "-K", "--json"]) == 0, capsys.readouterr().err
+    assert asked == ["BECOME password: "]
+    assert PASSWORD not in capsys.readouterr().out  # nor in the report
+    (sudo,) = _lines(doubles, "sudo")
+    assert sudo.startswith("-S -p [gpuprov become ") and PASSWORD not in sudo
+
+
+def test_a_password_that_cannot_be_asked_is_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import getpass
+
+    def closed(prompt: str) -> str:
+        raise EOFError
+
+    monkeypatch.setattr(getpass, "getpass", closed)
+    inv = _inventory(tmp_path, "node-1 ansible_connection=local")
+    assert main(["detect", "-i", str(inv), "--ask-vault-pass"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "--ask-vault-pass: no password could be read" in err and "Traceback" not in err
