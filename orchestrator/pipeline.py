@@ -207,6 +207,13 @@ def _verify_hosts(
         plan_file = write_plan_document(workdir, _document_vars(hosts, plans, policies))
     if fleet.inventory_path is None:
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
+    vault = fleet.vault
+    asked = (
+        " (a vault password asked with --ask-vault-pass does not reach the suite's "
+        "ansible-inventory: with vault-encrypted vars files, use --vault-password-file)"
+        if vault is not None and vault.password is not None and not vault.password_files
+        else ""
+    )
     with timing.stage("verify", hosts):
         run = run_suite(
             routed_inventory(fleet.inventory_path, _routes(fleet, hosts), workdir),
@@ -223,7 +230,7 @@ def _verify_hosts(
     return {
         h: rep.StageResult("done", tuple(run.results.get(h, ())))
         if h in run.results
-        else rep.StageResult("error", note="the suite reported nothing for this host")
+        else rep.StageResult("error", note="the suite reported nothing for this host" + asked)
         for h in hosts
     }
 
