@@ -9,6 +9,7 @@ run in tests/lab/test_become_lab.py."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -318,3 +319,34 @@ def test_a_password_that_cannot_be_asked_is_bad_input(
     assert main(["detect", "-i", str(inv), "--ask-vault-pass"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert "--ask-vault-pass: no password could be read" in err and "Traceback" not in err
+
+
+def test_verify_hands_each_host_its_become_through_a_pipe_to_xdist_workers(
+    tmp_path: Path, doubles: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.verify.runner import run_suite
+
+    inv = _inventory(
+        tmp_path,
+        "node-1 ansible_host=10.0.0.1 ansible_user=admin ansible_become=true\n"
+        "node-2 ansible_host=10.0.0.2 ansible_user=admin ansible_become=true",
+    )
+    hosts = load_inventory(inv, become_password=PASSWORD)
+    become = {h.name: connection.become_of(h) for h in hosts.hosts}
+    assert all(b is not None for b in become.values())
+    run = run_suite(
+        inv,
+        "node-1,ansible://node-2",
+        tmp_path / "verify",
+        workers=2,  # pytest-xdist: the workers get it through their worker input
+        stream=False,
+        become={h: b for h, b in become.items() if b is not None},
+    )
+    assert set(run.results) == {"node-1", "node-2"}, run
+    sudo = _lines(doubles, "sudo")
+    assert len(sudo) >= 4 and all(line.startswith("-S -p [gpuprov become ") for line in sudo)
+    sessions = _lines(doubles, "ssh")
+    assert any("10.0.0.1" in s for s in sessions) and any("10.0.0.2" in s for s in sessions)
+    for line in [*sudo, *sessions]:
+        assert "s3cret" not in line
+    assert "GPUPROV_BECOME_FD" not in os.environ
