@@ -25,11 +25,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator import ansiblecfg, paths
 from orchestrator.errors import BadInputError, HostError
 from orchestrator.plandoc import write_plan_document
+
+if TYPE_CHECKING:
+    from orchestrator.inventory import VaultOptions
 
 REPO_ROOT = paths.SOURCE_ROOT  # the checkout, or the wheel's bundle
 SITE_PLAYBOOK = paths.SITE_PLAYBOOK
@@ -50,9 +53,10 @@ class AnsibleOptions:
     skip_tags: tuple[str, ...] = ()
     extra_vars: tuple[str, ...] = ()  # each as -e takes it: k=v, JSON/YAML, or @file
     vault_ids: tuple[str, ...] = ()
+    vault_password_files: tuple[str, ...] = ()
     ask_vault_pass: bool = False
-    become_password: str | None = None  # -K: asked once by the CLI, answered to Ansible
-    vault_password: str | None = None  # --ask-vault-pass: asked once by the CLI
+    become_password: str | None = field(default=None, repr=False)  # -K: asked once
+    vault_password: str | None = field(default=None, repr=False)  # --ask-vault-pass: once
     forks: int | None = None
     diff: bool = False
 
@@ -66,6 +70,8 @@ class AnsibleOptions:
             out += ["-e", ev]
         for vid in self.vault_ids:
             out += ["--vault-id", vid]
+        for path in self.vault_password_files:
+            out += ["--vault-password-file", path]
         if self.ask_vault_pass:
             out.append("--ask-vault-pass")
         if self.become_password is not None:
@@ -75,6 +81,12 @@ class AnsibleOptions:
         if self.diff:
             out.append("--diff")
         return out
+
+    def vault(self) -> VaultOptions:
+        """The same vault secrets for gpuprov's own reading of the inventory."""
+        from orchestrator.inventory import VaultOptions
+
+        return VaultOptions(self.vault_ids, self.vault_password_files, self.vault_password)
 
     def passwords(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -222,6 +234,18 @@ def ansible_options(args: Any, ask: Callable[[str], str] | None = None) -> Ansib
         import getpass
 
         ask = getpass.getpass
+    asker = ask
+
+    def ask_once(prompt: str) -> str:
+        try:
+            return asker(prompt)
+        except EOFError:  # no terminal and nothing on stdin
+            option = "-K/--ask-become-pass" if "BECOME" in prompt else "--ask-vault-pass"
+            raise BadInputError(
+                f"{option}: no password could be read (no terminal, standard input closed)",
+                fix="run it from a terminal, or give the password from a file "
+                "(--vault-password-file FILE; the become password as a vault value)",
+            ) from None
 
     def seq(name: str) -> tuple[str, ...]:
         return tuple(v for item in getattr(args, name, None) or () for v in [item] if v)
@@ -235,11 +259,12 @@ def ansible_options(args: Any, ask: Callable[[str], str] | None = None) -> Ansib
         skip_tags=tuple(t for item in seq("skip_tags") for t in item.split(",") if t),
         extra_vars=seq("extra_vars"),
         vault_ids=seq("vault_id"),
+        vault_password_files=seq("vault_password_file"),
         ask_vault_pass=ask_vault,
-        become_password=ask("BECOME password: ")
+        become_password=ask_once("BECOME password: ")
         if getattr(args, "ask_become_pass", False)
         else None,
-        vault_password=ask("Vault password: ") if ask_vault else None,
+        vault_password=ask_once("Vault password: ") if ask_vault else None,
         forks=forks,
         diff=bool(getattr(args, "diff", False)),
     )

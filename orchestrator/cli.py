@@ -80,24 +80,25 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         default=d(0),
         help="apply: show Ansible's own output at this verbosity (-vvv as ansible-playbook)",
     )
+    _secrets(parser, d)
     _ansible(parser, d)
 
 
-def _ansible(parser: argparse.ArgumentParser, d: Callable[[object], object]) -> None:
-    """ansible-playbook's options, passed through to it (apply and the full run)."""
-    group = parser.add_argument_group("ansible-playbook options (apply and the full run)")
+def _secrets(parser: argparse.ArgumentParser, d: Callable[[object], object]) -> None:
+    """Vault and become passwords, as ansible-playbook takes them (every stage reads the
+    inventory and becomes on the hosts as Ansible does)."""
+    group = parser.add_argument_group("vault and become (as ansible-playbook; every stage)")
     add = group.add_argument
-    add("-t", "--tags", action="append", default=d(None), help="only tasks with these tags")
-    add("--skip-tags", action="append", default=d(None), help="skip tasks with these tags")
+    add("--vault-id", action="append", default=d(None), help="vault identity to use")
     add(
-        "-e",
-        "--extra-vars",
+        "--vault-password-file",
+        "--vault-pass-file",
+        dest="vault_password_file",
         action="append",
         default=d(None),
-        metavar="VARS",
-        help="extra variables, as ansible-playbook takes them (key=value, JSON/YAML, @file)",
+        metavar="FILE",
+        help="vault password file",
     )
-    add("--vault-id", action="append", default=d(None), help="vault identity to use")
     add(
         "-J",
         "--ask-vault-pass",
@@ -114,7 +115,23 @@ def _ansible(parser: argparse.ArgumentParser, d: Callable[[object], object]) -> 
         dest="ask_become_pass",
         action="store_true",
         default=d(False),
-        help="ask for the privilege escalation password",
+        help="ask for the privilege escalation (sudo) password",
+    )
+
+
+def _ansible(parser: argparse.ArgumentParser, d: Callable[[object], object]) -> None:
+    """ansible-playbook's options, passed through to it (apply and the full run)."""
+    group = parser.add_argument_group("ansible-playbook options (apply and the full run)")
+    add = group.add_argument
+    add("-t", "--tags", action="append", default=d(None), help="only tasks with these tags")
+    add("--skip-tags", action="append", default=d(None), help="skip tasks with these tags")
+    add(
+        "-e",
+        "--extra-vars",
+        action="append",
+        default=d(None),
+        metavar="VARS",
+        help="extra variables, as ansible-playbook takes them (key=value, JSON/YAML, @file)",
     )
     add("-f", "--forks", type=int, default=d(None), help="parallel Ansible processes")
     add("--diff", action="store_true", default=d(False), help="show the changes to files")
@@ -180,13 +197,16 @@ ANSIBLE_OPTIONS = {
     "tags": "--tags",
     "skip_tags": "--skip-tags",
     "extra_vars": "--extra-vars",
-    "vault_id": "--vault-id",
-    "ask_vault_pass": "--ask-vault-pass",
-    "ask_become_pass": "--ask-become-pass",
     "forks": "--forks",
     "diff": "--diff",
 }
 ROLLOUT_OPTIONS.update(ANSIBLE_OPTIONS)  # the same stages take them
+SECRET_OPTIONS = {  # every stage but lab takes them
+    "vault_id": "--vault-id",
+    "vault_password_file": "--vault-password-file",
+    "ask_vault_pass": "--ask-vault-pass",
+    "ask_become_pass": "--ask-become-pass",
+}
 
 
 def version() -> str:
@@ -307,7 +327,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     if stage == "lab":
         given = [
             f"--{dest.replace('_', '-')}"
-            for dest in ("inventory", "limit", "report", "json", *ROLLOUT_OPTIONS)
+            for dest in ("inventory", "limit", "report", "json", *ROLLOUT_OPTIONS, *SECRET_OPTIONS)
             if getattr(args, dest, None) not in (None, False)
         ]
         if given:

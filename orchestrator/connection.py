@@ -16,16 +16,28 @@ not strictly; gpuprov turns each ProxyJump hop into the equivalent ProxyCommand
 as OpenSSH does). An unknown or changed key on any hop stops the connection; `-v` makes ssh
 name the key it was offered (`host_key_problem` reads it back). A ProxyCommand the inventory
 gives is the user's own command and is kept as written.
+
+Become (`become_words`, `become_handshake`), as Ansible's sudo become does it: with no
+password, `sudo -n` (never waits); with one (ansible_become_password, vault or -K), `sudo -S`
+with a prompt of gpuprov's own, answered over the channel's standard input only when sudo
+shows it, then the script once the become'd shell says it runs. The password is never on a
+command line here or on the host, never in a log; a wrong one (sudo asks again) or sudo's
+refusal fails the host at once with sudo's own words, and the whole exchange has a deadline.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import secrets
+import selectors
 import shlex
+import subprocess
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from orchestrator.errors import InventoryError
+from orchestrator.errors import HostError, InventoryError
 from orchestrator.inventory import InventoryHost
 
 _ARG_VARS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
@@ -210,3 +222,139 @@ def without_debug(stderr: str) -> str:
     return "\n".join(
         line for line in stderr.splitlines() if not line.startswith(("debug1:", "debug2:"))
     )
+
+
+# --- become ---------------------------------------------------------------------------------
+
+BECOME_TIMEOUT_S = 30  # sudo's answer to the password (PAM waits about 2 s after a wrong one)
+
+
+@dataclass(frozen=True)
+class Become:
+    """How gpuprov's commands become `user` on a host (sudo); `token` names this exchange's
+    prompt and the line the become'd shell prints first."""
+
+    user: str
+    flags: tuple[str, ...] = ()
+    password: str | None = field(default=None, repr=False)
+    token: str = field(default_factory=lambda: secrets.token_hex(8))
+
+    @property
+    def prompt(self) -> str:
+        return f"[gpuprov become {self.token}] password:"
+
+    @property
+    def marker(self) -> bytes:
+        return f"GPUPROV-BECOME-OK-{self.token}".encode()
+
+
+def become_of(host: InventoryHost) -> Become | None:
+    """The host's become, None when gpuprov's commands need none (no ansible_become, or the
+    login user is already the one to become)."""
+    if not host.become:
+        return None
+    local_root = host.connection == "local" and os.geteuid() == 0
+    if host.become_user == "root" and (host.user == "root" or local_root):
+        return None
+    return Become(host.become_user, host.become_flags, host.become_password)
+
+
+def become_words(become: Become | None, command: Sequence[str] = ("sh", "-s")) -> list[str]:
+    """`command` run as the become user: `sudo -n ...` without a password; with one, `sudo -S`
+    with gpuprov's prompt, the shell printing the marker before it runs `command`."""
+    if become is None:
+        return list(command)
+    user = [] if become.user == "root" else ["-u", become.user]
+    if become.password is None:
+        return ["sudo", "-n", *become.flags, *user, *command]
+    inner = f"echo {become.marker.decode()} && exec {shlex.join(command)}"
+    return ["sudo", "-S", "-p", become.prompt, *become.flags, *user, "sh", "-c", inner]
+
+
+class BecomeFailed(HostError):
+    """sudo refused (a wrong password, not allowed) or did not answer in time."""
+
+
+class ChannelClosed(Exception):
+    """The command ended before sudo answered, with ssh's exit status 255: ssh's own failure
+    (unreachable, a host key), for the caller to name."""
+
+    def __init__(self, stderr: str) -> None:
+        super().__init__("ssh exited 255")
+        self.stderr = stderr
+
+
+def _fail(host: str, become: Become, what: str, said: str) -> BecomeFailed:
+    said = said.replace(become.prompt, "").strip()
+    last = said.splitlines()[-1][:300] if said else ""
+    return BecomeFailed(
+        f"sudo to {become.user} {what}" + (f": {last}" if last else ""),
+        host=host,
+        fix="check ansible_become_password (or the one given with -K) and the sudo rule for "
+        "the login user on this host",
+    )
+
+
+def become_handshake(
+    proc: subprocess.Popen[bytes], become: Become, host: str, timeout: float = BECOME_TIMEOUT_S
+) -> tuple[bytes, bytes]:
+    """Answer sudo's prompt with the password, once, on `proc`'s standard input; returns what
+    came on stdout after the marker and on stderr so far, once the become'd shell runs. The
+    script is then the caller's to send. Raises BecomeFailed (the process killed) on a wrong
+    password, sudo's refusal, the process ending, or no answer within `timeout`."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    if become.password is None:
+        return b"", b""
+    out, err = b"", b""
+    answered = False
+    deadline = time.monotonic() + timeout
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ, "out")
+    selector.register(proc.stderr, selectors.EVENT_READ, "err")
+    prompt = become.prompt.encode()
+    try:
+        while True:
+            marker = out.find(become.marker + b"\n")
+            if marker >= 0:
+                return out[marker + len(become.marker) + 1 :], err.replace(prompt, b"")
+            # ssh -v logs the command it sends (the prompt in it): only sudo's own words count
+            said = b"\n".join(ln for ln in err.split(b"\n") if not ln.startswith(b"debug"))
+            prompts = said.count(prompt)
+            if prompts > 1 or b"Sorry, try again" in said:
+                raise _fail(host, become, "failed: the password was not accepted", "")
+            if prompts == 1 and not answered:
+                answered = True
+                try:
+                    proc.stdin.write(become.password.encode() + b"\n")
+                    proc.stdin.flush()
+                except BrokenPipeError:  # gone meanwhile: its streams close, said below
+                    pass
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _fail(host, become, f"did not answer within {timeout:.0f} s", "")
+            events = selector.select(left)
+            if not selector.get_map():
+                break
+            for key, _ in events:
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                elif key.data == "out":
+                    out += chunk
+                else:
+                    err += chunk
+            if not selector.get_map():
+                break
+        # both streams closed before the marker: sudo refused, or the connection failed
+        code = proc.wait(timeout=5)
+        text = err.decode(errors="replace")
+        if code == 255 and not answered:  # ssh's own failure: the caller names it
+            raise ChannelClosed(text)
+        raise _fail(host, become, f"failed (exit {code})", without_debug(text))
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        raise
+    finally:
+        selector.close()

@@ -9,6 +9,10 @@ every hop's key checked the same way (Fabric's own gateway would accept an unkno
 key). `ansible_connection=local` runs the probe here
 in a subprocess. A host that fails is reported with the reason and the fix; the others go on.
 Nothing is printed except an optional progress bar on a TTY: the caller renders results.
+
+Become (ansible_become): the probe runs through `sudo -n`; with a become password (inventory,
+vault or -K) the probe goes through OpenSSH (or the local shell) with sudo's prompt answered on
+the channel's standard input (orchestrator/connection.py): still one SSH session per host.
 """
 
 from __future__ import annotations
@@ -70,15 +74,57 @@ class DetectResult:
         return {h.host: h.error for h in self.hosts if h.error is not None}
 
 
-def probe_command(host: InventoryHost) -> list[str]:
-    root = host.user == "root" or (host.connection == "local" and os.geteuid() == 0)
-    return ["sudo", "-n", "sh", "-s"] if host.become and not root else ["sh", "-s"]
+def probe_command(host: InventoryHost, become: connection.Become | None = None) -> list[str]:
+    """The probe's command on the host: `sh -s`, through sudo where the host becomes."""
+    return connection.become_words(become or connection.become_of(host))
+
+
+_NO_PASSWORD_FIX = (
+    "with ansible_become, give the sudo password (ansible_become_password, from vault, or -K) "
+    "or allow passwordless sudo; otherwise run `sh -s < orchestrator/probe.sh` there by hand "
+    "to see why"
+)
+
+
+def _probe_become(
+    argv: list[str], host: InventoryHost, become: connection.Become, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """`argv` with sudo's prompt answered first (connection.become_handshake), then the probe
+    on its standard input; one process, one SSH session."""
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        out, err = connection.become_handshake(
+            proc, become, host.name, min(timeout, connection.BECOME_TIMEOUT_S)
+        )
+    except connection.ChannelClosed as exc:
+        return subprocess.CompletedProcess(argv, 255, "", exc.stderr)
+    try:
+        more, more_err = proc.communicate(
+            probe_script().encode(), timeout=max(1.0, timeout - (time.monotonic() - start))
+        )
+    except subprocess.TimeoutExpired as exc:
+        proc.kill()
+        proc.wait()
+        raise HostError(
+            f"the probe ran longer than {timeout:.0f} s",
+            host=host.name,
+            fix="look for a hung nvidia-smi (a GPU in a bad state) on the host",
+        ) from exc
+    text = (out + more).decode(errors="replace")
+    return subprocess.CompletedProcess(
+        argv, proc.returncode, text, (err + more_err).decode(errors="replace")
+    )
 
 
 def _probe_process(
-    argv: list[str], host: InventoryHost, timeout: float
+    argv: list[str], host: InventoryHost, timeout: float, become: connection.Become | None = None
 ) -> subprocess.CompletedProcess[str]:
     """The probe script fed to `argv`'s standard input (a local shell, or OpenSSH's ssh)."""
+    if become is not None and become.password is not None:
+        return _probe_become(argv, host, become, timeout)
     try:
         return subprocess.run(
             argv,
@@ -97,12 +143,15 @@ def _probe_process(
 
 
 def _run_local(host: InventoryHost, timeout: float) -> str:
-    done = _probe_process(probe_command(host), host, timeout)
+    become = connection.become_of(host)
+    done = _probe_process(probe_command(host, become), host, timeout, become)
     if done.returncode != 0:
         raise HostError(
             f"the probe exited {done.returncode}: {done.stderr.strip()[:300]}",
             host=host.name,
-            fix="run `sh -s < orchestrator/probe.sh` there by hand to see why",
+            fix=_NO_PASSWORD_FIX
+            if become
+            else "run `sh -s < orchestrator/probe.sh` there by hand to see why",
         )
     return done.stdout
 
@@ -324,8 +373,11 @@ def _run_openssh(host: InventoryHost, connect_timeout: float, timeout: float) ->
     """The probe through OpenSSH (jump hosts, proxy commands): one round-trip, -v so that a
     refused host key is named with its fingerprint."""
     argv = connection.ssh_argv(host, connect_timeout=connect_timeout, verbose=True)
+    become = connection.become_of(host)
     try:
-        done = _probe_process([*argv, " ".join(probe_command(host))], host, timeout)
+        done = _probe_process(
+            [*argv, shlex.join(probe_command(host, become))], host, timeout, become
+        )
     except FileNotFoundError as exc:
         raise HostError(
             "the ssh client is not installed here (a jump host needs OpenSSH's ssh)",
@@ -339,8 +391,7 @@ def _run_openssh(host: InventoryHost, connect_timeout: float, timeout: float) ->
             f"the probe exited {done.returncode}: "
             f"{connection.without_debug(done.stderr).strip()[:300]}",
             host=host.name,
-            fix="with ansible_become, passwordless sudo is needed (`sudo -n`); otherwise "
-            "run `sh -s < orchestrator/probe.sh` there by hand to see why",
+            fix=_NO_PASSWORD_FIX,
         )
     return done.stdout
 
@@ -398,10 +449,14 @@ def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str
         raise HostError(
             f"the probe exited {status}: {stderr.strip()[:300]}",
             host=host.name,
-            fix="with ansible_become, passwordless sudo is needed (`sudo -n`); otherwise "
-            "run `sh -s < orchestrator/probe.sh` there by hand to see why",
+            fix=_NO_PASSWORD_FIX,
         )
     return stdout
+
+
+def _answers_sudo(host: InventoryHost) -> bool:
+    become = connection.become_of(host)
+    return become is not None and become.password is not None
 
 
 def detect_host(
@@ -414,7 +469,8 @@ def detect_host(
     try:
         if host.connection == "local":
             stdout = _run_local(host, timeout)
-        elif connection.proxied(host):
+        elif connection.proxied(host) or _answers_sudo(host):
+            # a jump host, a proxy command, or sudo's prompt to answer: through OpenSSH
             stdout = _run_openssh(host, connect_timeout, timeout)
         else:
             stdout = _run_ssh(host, connect_timeout, timeout)

@@ -3,6 +3,17 @@
 `load_inventory(path, limit)` -> Inventory: every host with its connection settings resolved
 (ansible_host/port/user/ssh_private_key_file/connection, known-hosts files) and all its
 variables, as ansible-playbook would see them before gathering facts.
+
+Become, as Ansible reads it: ansible_become (else ansible.cfg's become), ansible_become_method
+(sudo: the one gpuprov's own connections use; any other is refused, exit 2), and the user,
+flags and password as ansible-core's sudo become plugin resolves them (host variables such
+as ansible_become_user, ansible_become_flags, ansible_become_password / ansible_become_pass,
+then ANSIBLE_BECOME_* and ansible.cfg, then root and `-H`); no password there: the one asked
+once with -K. The password is taken out of the host's variables and kept only in
+`InventoryHost.become_password` (not shown by repr). Vault: `VaultOptions` (--vault-id,
+--vault-password-file, the password asked with --ask-vault-pass, and ansible.cfg's
+vault_password_file / vault_identity_list) become ansible-core's own vault secrets, so inline
+`!vault` values and vault-encrypted vars files decrypt as they do for ansible-playbook.
 """
 
 from __future__ import annotations
@@ -38,6 +49,24 @@ _MAGIC = frozenset(
     }
 )
 _TRUE = ("1", "true", "yes", "on")
+_PASSWORD_VARS = ("ansible_become_password", "ansible_become_pass", "ansible_sudo_pass")
+BECOME_METHODS = ("sudo",)  # what detection, validation and verify can become with
+_VAULT_FIX = (
+    "give the vault password as for ansible-playbook: --vault-password-file FILE, "
+    "--vault-id [ID@]FILE, or --ask-vault-pass (-J)"
+)
+
+
+@dataclass(frozen=True)
+class VaultOptions:
+    """Where the inventory's vault secrets come from (ansible-playbook's options)."""
+
+    ids: tuple[str, ...] = ()  # --vault-id [label@]source
+    password_files: tuple[str, ...] = ()  # --vault-password-file
+    password: str | None = field(default=None, repr=False)  # asked once with --ask-vault-pass
+
+    def __bool__(self) -> bool:
+        return bool(self.ids or self.password_files or self.password is not None)
 
 
 @dataclass(frozen=True)
@@ -50,9 +79,13 @@ class InventoryHost:
     connection: str  # "ssh" or "local"
     known_hosts: tuple[str, ...]  # files holding the host keys we accept
     groups: tuple[str, ...]
-    become: bool  # ansible_become: the probe runs through `sudo -n`
-    vars: dict[str, Any] = field(default_factory=dict)
+    become: bool  # ansible_become: gpuprov's commands run through sudo
+    vars: dict[str, Any] = field(default_factory=dict)  # without the become password
     origins: dict[str, str] = field(default_factory=dict)  # variable -> "file:line" it came from
+    become_user: str = "root"  # ansible_become_user
+    become_flags: tuple[str, ...] = ()  # ansible_become_flags (sudo's own options)
+    # ansible_become_password / _pass (vault values decrypted), else -K's; None: `sudo -n`
+    become_password: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -73,8 +106,21 @@ class Inventory:
         return tuple(h.name for h in self.hosts)
 
 
+class _Undecryptable(Exception):
+    """A vault-encrypted value that no given vault secret decrypts."""
+
+
 def _plain(value: Any) -> Any:
-    """Ansible's tagged values (2.19 data tagging) -> plain Python values."""
+    """Ansible's tagged values (2.19 data tagging) -> plain Python values; a vault-encrypted
+    string is decrypted with the vault secrets (_Undecryptable when none does)."""
+    if type(value).__name__ == "EncryptedString":
+        try:
+            return str(value)  # ansible-core decrypts it (VaultSecretsContext)
+        except Exception as exc:  # no secret, or none that fits: what ansible-core raises
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if "VaultSecretsContext" in text:
+                text = "no vault password was given"
+            raise _Undecryptable(text) from None
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, str):
@@ -127,7 +173,50 @@ def _int(host: str, key: str, value: Any, default: int) -> int:
         ) from exc
 
 
-def _host(name: str, groups: tuple[str, ...], hv: dict[str, Any]) -> InventoryHost:
+def _sudo_options(hv: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    """(user, flags, password) as ansible-core's sudo become plugin resolves them for this
+    host: its variables (ansible_become_user / ansible_sudo_user, ansible_become_flags,
+    ansible_become_password / _pass / ansible_sudo_pass), then ANSIBLE_BECOME_* and ansible.cfg,
+    then the plugin's defaults (root, `-H -S -n`)."""
+    from ansible.plugins.loader import become_loader
+
+    plugin = become_loader.get("sudo")
+    plugin.set_options(var_options=dict(hv))
+    password = plugin.get_option("become_pass")
+    return (
+        str(plugin.get_option("become_user") or "root"),
+        str(plugin.get_option("become_flags") or ""),
+        str(password) if password not in (None, "") else None,
+    )
+
+
+def _become_flags(name: str, text: str) -> tuple[str, ...]:
+    """sudo's flags without the options gpuprov sets itself (-n, -S, -p, -u)."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise InventoryError(
+            f"ansible_become_flags={text!r} has unbalanced quotes",
+            host=name,
+            fix="quote the value of ansible_become_flags properly in the inventory",
+        ) from exc
+    out: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in ("-p", "-u", "--prompt", "--user"):
+            skip = True
+        elif word not in ("-n", "-S", "--non-interactive", "--stdin") and not (
+            word.startswith(("-p", "-u", "--prompt=", "--user=")) and len(word) > 2
+        ):
+            out.append(word)
+    return tuple(out)
+
+
+def _host(
+    name: str, groups: tuple[str, ...], hv: dict[str, Any], become_password: str | None = None
+) -> InventoryHost:
     connection = str(hv.get("ansible_connection") or "ssh")
     if connection not in ("ssh", "paramiko", "smart", "local"):
         raise InventoryError(
@@ -137,7 +226,21 @@ def _host(name: str, groups: tuple[str, ...], hv: dict[str, Any]) -> InventoryHo
         )
     key = hv.get("ansible_ssh_private_key_file") or hv.get("ansible_private_key_file")
     user = hv.get("ansible_user") or hv.get("ansible_ssh_user")
-    become = str(hv.get("ansible_become", False)).lower() in _TRUE
+    import ansible.constants as C
+
+    become = str(hv.get("ansible_become", C.DEFAULT_BECOME)).lower() in _TRUE
+    method = str(hv.get("ansible_become_method") or C.DEFAULT_BECOME_METHOD or "sudo")
+    if become and method not in BECOME_METHODS:
+        raise InventoryError(
+            f"ansible_become_method={method!r}: detection, validation and verify become "
+            f"{hv.get('ansible_become_user') or 'root'} with sudo only",
+            host=name,
+            fix="use ansible_become_method=sudo (Ansible's default) for this host, or "
+            "connect as root (ansible_user=root, ansible_become=false)",
+        )
+    become_user, flags, password = _sudo_options(hv) if become else ("root", "", None)
+    for k in _PASSWORD_VARS:  # kept only in become_password, out of reports and plans
+        hv.pop(k, None)
     return InventoryHost(
         name=name,
         address=str(hv.get("ansible_host") or hv.get("ansible_ssh_host") or name),
@@ -149,6 +252,9 @@ def _host(name: str, groups: tuple[str, ...], hv: dict[str, Any]) -> InventoryHo
         groups=groups,
         become=become,
         vars=hv,
+        become_user=become_user,
+        become_flags=_become_flags(name, flags),
+        become_password=password if password is not None else become_password,
     )
 
 
@@ -175,7 +281,44 @@ def _why_unparsed(path: Path, loader: Any) -> str:
     return "no inventory plugin accepted it"
 
 
-def _manager(path: Path) -> tuple[Any, Any, Any]:
+def _vault_secrets(loader: Any, vault: VaultOptions) -> None:
+    """The vault secrets ansible-playbook would have: --vault-id, --vault-password-file, the
+    asked password, and ansible.cfg's vault_password_file / vault_identity_list (ansible-core's
+    own CLI helper reads them all). Nothing is loaded when none is given."""
+    import ansible.constants as C
+
+    if not (vault or C.DEFAULT_VAULT_PASSWORD_FILE or C.DEFAULT_VAULT_IDENTITY_LIST):
+        return
+    from ansible.cli import CLI
+    from ansible.errors import AnsibleError
+    from ansible.parsing.vault import VaultSecret, VaultSecretsContext
+
+    try:
+        secrets = CLI.setup_vault_secrets(
+            loader,
+            list(vault.ids),
+            list(vault.password_files),
+            ask_vault_pass=False,
+            auto_prompt=False,
+            initialize_context=False,
+        )
+    except AnsibleError as exc:
+        raise InventoryError(
+            f"the vault password could not be read: {str(exc).splitlines()[0]}",
+            fix="check the file given with --vault-password-file / --vault-id (it holds the "
+            "password on one line, or is an executable script printing it)",
+        ) from exc
+    if vault.password is not None:
+        secrets = [*secrets, (C.DEFAULT_VAULT_IDENTITY, VaultSecret(vault.password.encode()))]
+    loader.set_vault_secrets(secrets)
+    current = VaultSecretsContext.current(optional=True)
+    if current is None:
+        VaultSecretsContext.initialize(VaultSecretsContext(secrets))
+    else:  # a second inventory in one process (tests, `provision plan --facts -i`)
+        current.secrets[:] = secrets
+
+
+def _manager(path: Path, vault: VaultOptions) -> tuple[Any, Any, Any]:
     import ansible.constants as C
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
@@ -183,6 +326,7 @@ def _manager(path: Path) -> tuple[Any, Any, Any]:
     from ansible.vars.manager import VariableManager
 
     loader = DataLoader()
+    _vault_secrets(loader, vault)
     saved = C.INVENTORY_ANY_UNPARSED_IS_FAILED
     C.INVENTORY_ANY_UNPARSED_IS_FAILED = True  # a broken file is an error, not a warning
     try:
@@ -199,8 +343,17 @@ def _manager(path: Path) -> tuple[Any, Any, Any]:
     return loader, manager, VariableManager(loader=loader, inventory=manager)
 
 
-def load_inventory(path: str | os.PathLike[str], limit: str | None = None) -> Inventory:
-    """Parse the inventory, apply `limit` (Ansible host patterns), resolve every host."""
+def load_inventory(
+    path: str | os.PathLike[str],
+    limit: str | None = None,
+    *,
+    vault: VaultOptions | None = None,
+    become_password: str | None = None,
+) -> Inventory:
+    """Parse the inventory, apply `limit` (Ansible host patterns), resolve every host.
+
+    `vault`: the vault secrets; `become_password`: -K's, for hosts whose inventory gives none
+    (an inventory password wins, as in Ansible)."""
     inv_path = Path(path).expanduser()
     if not inv_path.exists():
         raise InventoryError(
@@ -211,7 +364,7 @@ def load_inventory(path: str | os.PathLike[str], limit: str | None = None) -> In
     from ansible.errors import AnsibleError
     from ansible.template import Templar
 
-    loader, manager, variables = _manager(inv_path)
+    loader, manager, variables = _manager(inv_path, vault or VaultOptions())
     groups = tuple(sorted(g for g in manager.groups if g not in ("all", "ungrouped")))
     if not manager.get_hosts("all"):
         raise InventoryError(
@@ -234,7 +387,14 @@ def load_inventory(path: str | os.PathLike[str], limit: str | None = None) -> In
             )
     hosts = []
     for h in manager.get_hosts("all"):
-        raw_vars = variables.get_vars(host=h, include_hostvars=False)
+        try:
+            raw_vars = variables.get_vars(host=h, include_hostvars=False)
+        except AnsibleError as exc:  # e.g. a vault-encrypted vars file and no vault secret
+            raise InventoryError(
+                f"the variables of host {h.name} could not be read: {str(exc).splitlines()[0]}",
+                host=str(h.name),
+                fix=_VAULT_FIX if "vault" in str(exc).lower() else "fix the vars file named",
+            ) from exc
         templar = Templar(loader=loader, variables=raw_vars)
         resolved: dict[str, Any] = {}
         origins: dict[str, str] = {}
@@ -247,9 +407,20 @@ def load_inventory(path: str | os.PathLike[str], limit: str | None = None) -> In
             # a value that refers to facts known only during a play is kept as written
             with contextlib.suppress(AnsibleError):
                 value = templar.template(value)
-            resolved[str(key)] = _plain(value)
+            try:
+                resolved[str(key)] = _plain(value)
+            except _Undecryptable as exc:
+                if not str(key).startswith(("ansible_", "gpuprov_")):
+                    continue  # not one gpuprov reads: left to Ansible, which needs the secret
+                raise InventoryError(
+                    f"{key} is vault-encrypted and could not be decrypted ({exc})"
+                    + (f", in {where}" if where else ""),
+                    host=str(h.name),
+                    fix=_VAULT_FIX,
+                ) from None
         member_of = tuple(sorted(g.name for g in h.get_groups() if g.name != "all"))
-        hosts.append(replace(_host(str(h.name), member_of, resolved), origins=origins))
+        host = _host(str(h.name), member_of, resolved, become_password)
+        hosts.append(replace(host, origins=origins))
     return Inventory(inv_path, limit, tuple(hosts), groups)
 
 

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Console
 from rich.markup import escape
@@ -32,6 +32,9 @@ from orchestrator.facts import HostFacts
 from orchestrator.plan import HostPlan, plan_fleet
 from orchestrator.policy import Policy, load_policies
 
+if TYPE_CHECKING:
+    from orchestrator.inventory import VaultOptions
+
 RawFacts = dict[str, str]
 GPU_GROUP = "gpu_nodes"
 
@@ -44,6 +47,7 @@ class Fleet:
     handle: object  # orchestrator.inventory's Inventory, handed back to detect
     hostvars: Mapping[str, Mapping[str, object]]
     origins: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # host -> var -> file
+    vault: VaultOptions | None = None  # the vault secrets the inventory was read with
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -60,8 +64,20 @@ class Detected:
 # --- plug points: one small function per part ----------------------------------------------
 
 
-def _load_inventory(path: str | None, limit: str | None) -> Fleet:
-    """orchestrator.inventory (ansible-core's InventoryManager): hosts and resolved vars.
+def _ansible_options(args: argparse.Namespace) -> apply_mod.AnsibleOptions:
+    """The pass-through options, -K and --ask-vault-pass asked once per run."""
+    options = getattr(args, "gpuprov_ansible_options", None)
+    if not isinstance(options, apply_mod.AnsibleOptions):
+        options = apply_mod.ansible_options(args)
+        args.gpuprov_ansible_options = options
+    return options
+
+
+def _load_inventory(
+    path: str | None, limit: str | None, args: argparse.Namespace | None = None
+) -> Fleet:
+    """orchestrator.inventory (ansible-core's InventoryManager): hosts and resolved vars,
+    vault values decrypted and -K's become password given (from `args`, asked once).
 
     Only members of `gpu_nodes` (the group the site playbook converges) are provisioned
     when the inventory has that group."""
@@ -71,7 +87,13 @@ def _load_inventory(path: str | None, limit: str | None) -> Fleet:
         raise BadInputError(
             "no inventory given", fix="pass --inventory PATH (INI or YAML, e.g. inventory/p5.ini)"
         )
-    inv = load_inventory(Path(path), limit)
+    options = _ansible_options(args) if args is not None else None
+    inv = load_inventory(
+        Path(path),
+        limit,
+        vault=options.vault() if options else None,
+        become_password=options.become_password if options else None,
+    )
     hosts = [h for h in inv.hosts if GPU_GROUP in h.groups or GPU_GROUP not in inv.groups]
     if not hosts:
         raise BadInputError(
@@ -79,7 +101,11 @@ def _load_inventory(path: str | None, limit: str | None) -> Fleet:
             fix=f"use a host pattern that selects members of {GPU_GROUP}",
         )
     return Fleet(
-        Path(path), inv, {h.name: dict(h.vars) for h in hosts}, {h.name: h.origins for h in hosts}
+        Path(path),
+        inv,
+        {h.name: dict(h.vars) for h in hosts},
+        {h.name: h.origins for h in hosts},
+        options.vault() if options else None,
     )
 
 
@@ -103,16 +129,15 @@ def _detect(fleet: Fleet, console: Console) -> Detected:
 def _executor(fleet: Fleet, host: str) -> Any:
     """How validation reaches a host: locally, or `ssh` with the inventory's host key files
     (StrictHostKeyChecking: an unknown key is refused, never accepted)."""
+    from orchestrator.connection import become_of, ssh_argv  # the same route as detection's
     from orchestrator.inventory import Inventory
     from orchestrator.validate.runner import SubprocessExecutor
 
     h = cast(Inventory, fleet.handle).host(host)
-    sudo = ("sudo", "-n") if h.become else ()
+    become = become_of(h)  # sudo as detection runs it; a password answered on stdin
     if h.connection == "local":
-        return SubprocessExecutor(sudo)
-    from orchestrator.connection import ssh_argv  # the same route as detection's
-
-    return SubprocessExecutor((*ssh_argv(h), *sudo))
+        return SubprocessExecutor(become=become)
+    return SubprocessExecutor(tuple(ssh_argv(h)), become=become, ssh=True)
 
 
 def _validate_host(
@@ -154,6 +179,17 @@ def _document_vars(
     return {h: typed_plan(plans[h], policies.get(h)).document_vars() for h in hosts}
 
 
+def _becomes(fleet: Fleet, hosts: Sequence[str]) -> dict[str, Any]:
+    """Hosts whose sudo wants a password: their become (connection.py), for verify."""
+    from orchestrator.connection import become_of
+    from orchestrator.inventory import Inventory
+
+    if not isinstance(fleet.handle, Inventory):
+        return {}
+    out = {h: become_of(fleet.handle.host(h)) for h in hosts}
+    return {h: b for h, b in out.items() if b is not None and b.password is not None}
+
+
 def _verify_hosts(
     fleet: Fleet,
     hosts: Sequence[str],
@@ -171,6 +207,13 @@ def _verify_hosts(
         plan_file = write_plan_document(workdir, _document_vars(hosts, plans, policies))
     if fleet.inventory_path is None:
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
+    vault = fleet.vault
+    asked = (
+        " (a vault password asked with --ask-vault-pass does not reach the suite's "
+        "ansible-inventory: with vault-encrypted vars files, use --vault-password-file)"
+        if vault is not None and vault.password is not None and not vault.password_files
+        else ""
+    )
     with timing.stage("verify", hosts):
         run = run_suite(
             routed_inventory(fleet.inventory_path, _routes(fleet, hosts), workdir),
@@ -181,11 +224,13 @@ def _verify_hosts(
             plan_file=plan_file,
             workers=workers_for(len(hosts)),
             stream=False,
+            become=_becomes(fleet, hosts),
+            vault=fleet.vault,
         )
     return {
         h: rep.StageResult("done", tuple(run.results.get(h, ())))
         if h in run.results
-        else rep.StageResult("error", note="the suite reported nothing for this host")
+        else rep.StageResult("error", note="the suite reported nothing for this host" + asked)
         for h in hosts
     }
 
@@ -243,7 +288,7 @@ def _finish(args: argparse.Namespace, console: Console, report: rep.RunReport) -
 
 
 def _detect_fleet(args: argparse.Namespace, console: Console) -> tuple[Fleet, Detected]:
-    fleet = _load_inventory(args.inventory, args.limit)
+    fleet = _load_inventory(args.inventory, args.limit, args)
     detected = _detect(fleet, console)
     return fleet, detected
 
@@ -294,7 +339,7 @@ def run_plan(args: argparse.Namespace) -> int:
         from orchestrator.parsers import parse_host
 
         saved = load_dir(args.facts)
-        inventory = _load_inventory(args.inventory, None) if args.inventory else None
+        inventory = _load_inventory(args.inventory, None, args) if args.inventory else None
         raw = _limit_saved(saved, args.limit, f"the saved facts in {args.facts}", inventory)
         hostvars: Mapping[str, Mapping[str, object]] = {h: {} for h in raw}
         origins: Mapping[str, Mapping[str, str]] = {}
@@ -351,7 +396,7 @@ def _routes(fleet: Fleet, hosts: Sequence[str]) -> dict[str, str]:
 def _apply(args: argparse.Namespace, console: Console) -> _Applied:
     """Detect, plan, check every input, then apply to the hosts the plan does not block."""
     apply_mod.check_options(args.serial, args.max_fail_percent)
-    options = apply_mod.ansible_options(args)  # -K, --ask-vault-pass: asked before detection
+    options = _ansible_options(args)  # -K, --ask-vault-pass: asked before detection
     fleet, detected = _detect_fleet(args, console)
     policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     targets = [h for h in fleet.hosts if h in plans and not plans[h].blocked]

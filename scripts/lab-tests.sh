@@ -21,7 +21,8 @@ PYTHONPATH=tests/lab "$venv/bin/python" -m aptrepo build >/dev/null || exit 1
 
 # Group a: the session lab's converged hosts (driver with DKMS, verify, runtime roles...).
 # (Each group keeps the files' alphabetical order, the order of one serial run.)
-a=(tests/lab/test_bastion_lab.py tests/lab/test_detect_lab.py tests/lab/test_gpusim_lab.py
+a=(tests/lab/test_bastion_lab.py tests/lab/test_become_lab.py tests/lab/test_detect_lab.py
+  tests/lab/test_gpusim_lab.py
   tests/lab/test_plan_precedence_lab.py tests/lab/test_role_docker.py
   tests/lab/test_role_nvidia_container_toolkit.py tests/lab/test_role_nvidia_driver.py
   tests/lab/test_validate_lab.py tests/lab/test_verify_lab.py tests/lab/test_wheel_lab.py)

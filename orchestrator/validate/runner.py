@@ -14,12 +14,20 @@ import secrets
 import shlex
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from orchestrator.catalog import Catalog, GpuModel, ValidationFigure
+from orchestrator.connection import (
+    Become,
+    BecomeFailed,
+    ChannelClosed,
+    become_handshake,
+    become_words,
+)
 from orchestrator.facts import HostFacts
 from orchestrator.parsers import names
 from orchestrator.parsers._text import ParseError
@@ -85,40 +93,55 @@ class Executor(Protocol):
 @dataclass(frozen=True)
 class SubprocessExecutor:
     """`argv` + `sh -s`, script on stdin: `()` runs locally, `("sudo", "-n")` locally as
-    root, an ssh command line (optionally ending in `sudo -n`) on that host."""
+    root, an ssh command line (optionally ending in `sudo -n`) on that host. `become`: the
+    host's sudo with a password (orchestrator/connection.py), answered on stdin before the
+    script; `ssh`: `argv` is an ssh command line (the become command is quoted for it)."""
 
     argv: tuple[str, ...] = ()
+    become: Become | None = None
+    ssh: bool = False
 
     def __call__(self, script: str, *, timeout: float) -> CommandOutput:
         # sh -s traps TERM/INT and removes a running validation container; so on a timeout or
         # Ctrl-C it gets SIGTERM and a moment to clean up before SIGKILL.
+        words = become_words(self.become)
         proc = subprocess.Popen(
-            [*self.argv, "sh", "-s"],  # ssh joins these into one remote command line
+            # ssh joins these into one remote command line
+            [*self.argv, shlex.join(words)] if self.ssh else [*self.argv, *words],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
         )
         with _LIVE_LOCK:
             _LIVE.add(proc)
+        out, err = b"", b""
         try:
-            out, err = proc.communicate(script, timeout=timeout)
+            if self.become is not None and self.become.password is not None:
+                start = time.monotonic()
+                try:
+                    out, err = become_handshake(proc, self.become, "", min(timeout, 30))
+                except BecomeFailed as exc:
+                    return CommandOutput(1, "", exc.message)
+                except ChannelClosed as exc:
+                    return CommandOutput(255, "", exc.stderr)
+                timeout = max(1.0, timeout - (time.monotonic() - start))
+            more, more_err = proc.communicate(script.encode(), timeout=timeout)
         except subprocess.TimeoutExpired:
-            out, err = _wind_down(proc)
-            return CommandOutput(124, out, err + "\n(timed out)")
+            rest, rest_err = _wind_down(proc)
+            return CommandOutput(124, _text(out) + rest, _text(err) + rest_err + "\n(timed out)")
         except KeyboardInterrupt:
             _wind_down(proc)
             raise
         finally:
             with _LIVE_LOCK:
                 _LIVE.discard(proc)
-        return CommandOutput(proc.returncode, out, err)
+        return CommandOutput(proc.returncode, _text(out + more), _text(err + more_err))
 
 
 # Validations run in worker threads (one per host); Ctrl-C reaches only the main thread, which
 # calls interrupt_running(): every running script gets SIGTERM (its trap removes the container)
 # and each run_payload then removes its container once more through a new connection.
-_LIVE: set[subprocess.Popen[str]] = set()
+_LIVE: set[subprocess.Popen[bytes]] = set()
 _LIVE_LOCK = threading.Lock()
 INTERRUPTED = threading.Event()
 
@@ -131,7 +154,7 @@ def interrupt_running() -> None:
         proc.terminate()
 
 
-def _wind_down(proc: subprocess.Popen[str], grace_s: float = 15.0) -> tuple[str, str]:
+def _wind_down(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> tuple[str, str]:
     proc.terminate()
     try:
         out, err = proc.communicate(timeout=grace_s)

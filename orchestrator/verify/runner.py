@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import HostError
 from orchestrator.validate.result import CheckResult, Status
+
+if TYPE_CHECKING:
+    from orchestrator.connection import Become
+    from orchestrator.inventory import VaultOptions
 
 SUITE = Path(__file__).resolve().parent / "suite"
 MAX_WORKERS = 16
@@ -95,25 +102,56 @@ def run_suite(
     plan_file: Path | None = None,
     workers: int = 1,
     stream: bool = True,
+    become: Mapping[str, Become] | None = None,
+    vault: VaultOptions | None = None,
 ) -> VerifyRun:
     """Run the suite against the hosts matching `pattern`; returns results per host.
 
     `plan_file`: the plan document (orchestrator/plandoc.py) the hosts were applied with;
-    None: the inventory's variables alone."""
+    None: the inventory's variables alone. `become`: host -> its sudo with a password, handed
+    to the suite over an inherited pipe (suite/conftest.py). `vault`: its password files and
+    vault ids go to testinfra's ansible-inventory (a password asked with --ask-vault-pass
+    cannot: inline `!vault` values need none there, a vault-encrypted vars file does)."""
     workdir.mkdir(parents=True, exist_ok=True)
     junit = workdir / "verify-junit.xml"
     env = dict(os.environ)
     # testinfra calls ansible-inventory: use the one next to this interpreter.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    if vault is not None and (vault.ids or vault.password_files):
+        env["ANSIBLE_VAULT_IDENTITY_LIST"] = ",".join([*vault.ids, *vault.password_files])
     cmd = suite_command(inventory, pattern, junit, plan_file, workers)
-    proc = subprocess.run(
-        cmd,
-        env=env,
-        stdout=None if stream else subprocess.PIPE,
-        stderr=subprocess.STDOUT if not stream else None,
-        text=True,
-        check=False,
-    )
+    fds: tuple[int, ...] = ()
+    writer: threading.Thread | None = None
+    if become:
+        read_end, write_end = os.pipe()
+        fds = (read_end,)
+        env["GPUPROV_BECOME_FD"] = str(read_end)
+        data = {
+            h: {"user": b.user, "flags": list(b.flags), "password": b.password}
+            for h, b in become.items()
+        }
+
+        def write() -> None:
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(json.dumps(data).encode())
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+    try:
+        proc = subprocess.run(
+            cmd,
+            env=env,
+            stdout=None if stream else subprocess.PIPE,
+            stderr=subprocess.STDOUT if not stream else None,
+            text=True,
+            check=False,
+            pass_fds=fds,
+        )
+    finally:
+        for fd in fds:
+            os.close(fd)
+        if writer is not None:
+            writer.join(timeout=5)
     if not junit.exists():
         detail = "" if stream else (proc.stdout or "")[-2000:]
         raise HostError(

@@ -186,7 +186,8 @@ def test_probe_command_uses_sudo_only_when_needed(tmp_path: Path) -> None:
         "c ansible_user=ubuntu\n"
     )
     hosts = load_inventory(inv)
-    assert probe_command(hosts.host("a")) == ["sudo", "-n", "sh", "-s"]
+    # -H: the sudo become plugin's default flags (-H -S -n), as Ansible runs sudo
+    assert probe_command(hosts.host("a")) == ["sudo", "-n", "-H", "sh", "-s"]
     assert probe_command(hosts.host("b")) == ["sh", "-s"]
     assert probe_command(hosts.host("c")) == ["sh", "-s"]
 
