@@ -28,11 +28,14 @@ def _check_name(kind: str, name: str, where: Path) -> None:
 
 def load_host(path: Path) -> RawFacts:
     raw: RawFacts = {}
-    for f in sorted(path.iterdir()):
-        if not f.is_file() or f.name.startswith("."):
-            continue
+    # os.scandir: the file type comes with the name (no stat per file; 25,000 files for a
+    # 1,000-host directory)
+    with os.scandir(path) as entries:
+        files = sorted(e.name for e in entries if e.name[:1] != "." and e.is_file())
+    for name in files:
+        f = path / name
         try:
-            raw[f.name] = f.read_text(encoding="utf-8", errors="replace")
+            raw[name] = f.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             raise BadInputError(
                 f"saved facts file {f} cannot be read: {exc.strerror}",
@@ -49,9 +52,9 @@ def load_dir(path: str | os.PathLike[str]) -> dict[str, RawFacts]:
             f"facts directory {root} does not exist or is not a directory",
             fix="pass a directory written by `provision detect --save DIR`",
         )
-    hosts = {
-        d.name: load_host(d) for d in sorted(root.iterdir()) if d.is_dir() and d.name[0] != "."
-    }
+    with os.scandir(root) as entries:
+        names = sorted(e.name for e in entries if e.name[:1] != "." and e.is_dir())
+    hosts = {name: load_host(root / name) for name in names}
     if not hosts:
         raise BadInputError(
             f"facts directory {root} holds no host directories",

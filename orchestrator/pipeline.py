@@ -29,8 +29,10 @@ from orchestrator import rollout, timing
 from orchestrator.catalog import Catalog, default_catalog
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError
 from orchestrator.facts import HostFacts
-from orchestrator.plan import HostPlan, plan_fleet
-from orchestrator.policy import Policy, load_policies
+
+if TYPE_CHECKING:  # planning is imported where it runs: `provision detect` never plans
+    from orchestrator.plan import HostPlan
+    from orchestrator.policy import Policy
 
 if TYPE_CHECKING:
     from orchestrator.inventory import VaultOptions
@@ -254,6 +256,9 @@ def _plan(
     origins: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[dict[str, Policy], dict[str, HostPlan]]:
     """Policies of every host first (all problems at once), then plans; both bad input."""
+    from orchestrator.plan import plan_fleet
+    from orchestrator.policy import load_policies
+
     with timing.stage("plan", facts):
         policies = load_policies({h: hostvars.get(h, {}) for h in facts}, origins)
         plans = plan_fleet(facts, policies, catalog, today=dt.datetime.now(dt.UTC).date())

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rich.console import Console
 from rich.markup import escape
@@ -23,12 +23,13 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator import __version__, timing
-from orchestrator.apply import HostApplyStats
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK
 from orchestrator.facts import HostFacts
-from orchestrator.plan import HostPlan
-from orchestrator.roleplans import typed_plan
 from orchestrator.validate.result import CheckResult
+
+if TYPE_CHECKING:  # annotations only: `provision detect` does not import the planner
+    from orchestrator.apply import HostApplyStats
+    from orchestrator.plan import HostPlan
 
 SCHEMA_VERSION = 1
 GPUPROV_VERSION = __version__  # one source (orchestrator/__init__.py); no metadata scan
@@ -380,6 +381,8 @@ def _plan_cell(plan: HostPlan | None) -> str:
         return "-"
     if plan.blocked:
         return "blocked: " + "; ".join(plan.blockers)
+    from orchestrator.roleplans import typed_plan
+
     driver = typed_plan(plan).driver
     parts = [driver.summary if r.name == "nvidia_driver" and driver else r.name for r in plan.roles]
     return ", ".join(parts)

@@ -1,0 +1,51 @@
+#!/bin/sh
+# bench/fleet-hosts.sh: TEST DOUBLE for bench/bench_fleet.py. Runs inside ONE container of the
+# lab image and starts N light SSH-only test hosts in it: each host is an sshd in a mount and
+# UTS namespace of its own, on its own address of the lab network, with the lab's GPU
+# simulator (tests/lab/gpusim, mounted at /opt/gpusim) booted in that namespace. Every GPU
+# fact such a host shows is SIMULATED. No systemd, no Docker inside: SSH, a shell and the
+# simulator only.
+#
+#   fleet-hosts.sh SPEC     SPEC: lines "NAME ADDRESS PREFIX" (written by bench_fleet.py)
+#
+# Per host, /fleet/NAME/ (read-only, made on the control machine) holds its host key and
+# sshd_config; /run/fleet/NAME/ (tmpfs) its simulated PCI tree, simulator state and shims.
+set -eu
+
+spec=$1
+mkdir -p /run/sshd /run/fleet
+chmod 0755 /run/sshd
+
+start_host() {
+    name=$1
+    address=$2
+    prefix=$3
+    h=/run/fleet/$name
+    mkdir -p "$h/pci" "$h/gpusim-state" "$h/bin" "$h/sbin" "$h/etc-gpusim" "$h/run-gpusim"
+    cp /fleet/profile.yaml "$h/etc-gpusim/profile.yaml"
+    ip addr add "$address/$prefix" dev eth0
+    # the namespace's mounts are the host's view: its PCI bus, its /proc/driver and
+    # /proc/modules (gpusim boot mounts those), its state, its PATH shims, its hostname
+    unshare --mount --uts --propagation private -- sh -c '
+        set -e
+        h=$1
+        hostname "$2"
+        mount --bind "$h/pci" /sys/bus/pci/devices
+        mount --bind "$h/etc-gpusim" /etc/gpusim
+        mount --bind "$h/gpusim-state" /var/lib/gpusim
+        mount --bind "$h/bin" /usr/local/bin
+        mount --bind "$h/sbin" /usr/local/sbin
+        mount --bind "$h/run-gpusim" /run/gpusim
+        # one boot at a time: boot edits files the hosts share (/etc/ld.so.preload)
+        flock /run/fleet/boot.lock /opt/gpusim/boot >"$h/boot.log" 2>&1
+        exec /usr/sbin/sshd -D -e -f "/fleet/$2/sshd_config" 2>"$h/sshd.log"
+    ' fleet-host "$h" "$name" &
+}
+
+mkdir -p /etc/gpusim /var/lib/gpusim /run/gpusim /var/cache/gpusim
+while read -r name address prefix; do
+    [ -n "$name" ] || continue
+    start_host "$name" "$address" "$prefix"
+done <"$spec"
+echo "fleet-hosts: started $(grep -c . "$spec") hosts"
+wait
