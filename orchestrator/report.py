@@ -27,7 +27,6 @@ from orchestrator.apply import HostApplyStats
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK
 from orchestrator.facts import HostFacts
 from orchestrator.plan import HostPlan
-from orchestrator.roleplans import typed_plan
 from orchestrator.validate.result import CheckResult
 
 SCHEMA_VERSION = 1
@@ -380,7 +379,7 @@ def _plan_cell(plan: HostPlan | None) -> str:
         return "-"
     if plan.blocked:
         return "blocked: " + "; ".join(plan.blockers)
-    driver = typed_plan(plan).driver
+    driver = plan.typed.driver
     parts = [driver.summary if r.name == "nvidia_driver" and driver else r.name for r in plan.roles]
     return ", ".join(parts)
 
