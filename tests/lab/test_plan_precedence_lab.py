@@ -198,16 +198,18 @@ def _collection_env(work: Path) -> dict[str, str]:
     )
     (tarball,) = work.glob("gpuprov-nvidia-*.tar.gz")
     collections = work / "collections"
-    install = [str(bin_dir / "ansible-galaxy"), "collection", "install", str(tarball)]
-    subprocess.run([*install, "-p", str(collections)], check=True, capture_output=True)
     cfg = work / "ansible.cfg"
     cfg.write_text("[defaults]\nhost_key_checking = True\n")
-    return {
+    env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")},
         "ANSIBLE_CONFIG": str(cfg),
         "ANSIBLE_COLLECTIONS_PATH": str(collections),
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
     }
+    # not the checkout's ansible.cfg: there, gpuprov.nvidia counts as installed (the checkout)
+    install = [str(bin_dir / "ansible-galaxy"), "collection", "install", str(tarball)]
+    subprocess.run([*install, "-p", str(collections)], env=env, check=True, capture_output=True)
+    return env
 
 
 def test_plain_ansible_playbook_plans_like_provision(
