@@ -20,6 +20,7 @@ BUNDLE = (
     "ansible.cfg",
     "galaxy.yml",
     "meta",
+    "plugins",
     "roles",
     "playbooks",
     "inventory",

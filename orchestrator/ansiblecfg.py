@@ -12,10 +12,11 @@ Precedence for `provision apply`, lowest first (docs/install.md):
 Ansible ranks environment variables above config files, so gpuprov's settings go in the
 environment only for the settings neither the user's file nor the user's environment sets; the
 names come from ansible-core's own definitions of each setting (every ini key and environment
-variable that sets it). ANSIBLE_CONFIG is never set or changed. Two exceptions, by design:
-gpuprov's roles are always on the roles path (after the user's), and host key checking is
-always on (gpuprov never accepts an unknown host key; a user's `host_key_checking = False`
-does not turn it off).
+variable that sets it). ANSIBLE_CONFIG is never set or changed. Three exceptions, by design:
+gpuprov's roles are always on the roles path (after the user's), gpuprov's own collection
+gpuprov.nvidia (site.yml's roles and plugins by FQCN) is always first on the collections path
+(then the user's, else Ansible's default places), and host key checking is always on (gpuprov
+never accepts an unknown host key; a user's `host_key_checking = False` does not turn it off).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from orchestrator.errors import BadInputError
 # gpuprov's ansible.cfg keys whose relative value is a path inside the collection or the state.
 _FACT_CACHE = ("defaults", "fact_caching_connection")
 _ROLES = ("defaults", "roles_path")
+_COLLECTIONS = ("defaults", "collections_path")
 _HOST_KEY_CHECKING = ("defaults", "host_key_checking")
 # The plugins whose options gpuprov's ansible.cfg sets besides ansible-core's base settings.
 _PLUGINS = (("connection", "ssh"), ("callback", "default"))
@@ -122,31 +124,47 @@ def _value(setting: Setting) -> str:
     return setting.value
 
 
+def _their_paths(
+    s: Setting, environ: Mapping[str, str], user: configparser.ConfigParser, user_cfg: Path | None
+) -> str | None:
+    """The user's value of a path-list setting: from the environment, else their file
+    (relative entries read from the file's folder, as Ansible reads them)."""
+    theirs = next((environ[e] for e in s.env if environ.get(e)), None)
+    if theirs is None:
+        for section, key in s.ini:
+            if user.has_option(section, key):
+                base = user_cfg.parent if user_cfg else Path.cwd()
+                return os.pathsep.join(
+                    str(base / os.path.expanduser(p))
+                    for p in user.get(section, key).split(os.pathsep)
+                    if p
+                )
+    return theirs
+
+
 def layered_env(
     environ: Mapping[str, str],
     user_cfg: Path | None,
     settings: tuple[Setting, ...] | None = None,
 ) -> dict[str, str]:
     """The ANSIBLE_* variables to add for a run: gpuprov's settings that neither `user_cfg`
-    nor `environ` set, gpuprov's roles after the user's roles path, host key checking on."""
+    nor `environ` set, gpuprov's roles after the user's roles path, gpuprov's collection
+    first on the collections path, host key checking on."""
     settings = gpuprov_settings() if settings is None else settings
     user = _read(user_cfg) if user_cfg is not None else configparser.ConfigParser()
     out: dict[str, str] = {}
     for s in settings:
         if (s.section, s.key) == _ROLES:
-            theirs = next((environ[e] for e in s.env if environ.get(e)), None)
-            if theirs is None:
-                for section, key in s.ini:
-                    if user.has_option(section, key):
-                        base = user_cfg.parent if user_cfg else Path.cwd()
-                        theirs = os.pathsep.join(
-                            str(base / os.path.expanduser(p))
-                            for p in user.get(section, key).split(os.pathsep)
-                            if p
-                        )
-                        break
+            theirs = _their_paths(s, environ, user, user_cfg)
             own = str(paths.ROLES_DIR)
             out[s.env[0]] = f"{theirs}{os.pathsep}{own}" if theirs else own
+            continue
+        if (s.section, s.key) == _COLLECTIONS:
+            # gpuprov's own entry (./collections) first; then theirs, else the rest of ours
+            rest = os.pathsep.join(s.value.split(os.pathsep)[1:])
+            theirs = _their_paths(s, environ, user, user_cfg) or rest
+            own = str(paths.collections_dir())
+            out[s.env[0]] = f"{own}{os.pathsep}{theirs}" if theirs else own
             continue
         if (s.section, s.key) == _HOST_KEY_CHECKING:
             for name in s.env:

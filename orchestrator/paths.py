@@ -11,6 +11,7 @@ site-packages.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -38,3 +39,25 @@ ANSIBLE_CFG = SOURCE_ROOT / "ansible.cfg"
 ROLES_DIR = SOURCE_ROOT / "roles"
 PLAYBOOKS_DIR = SOURCE_ROOT / "playbooks"
 SITE_PLAYBOOK = PLAYBOOKS_DIR / "site.yml"
+COLLECTION = ("gpuprov", "nvidia")  # galaxy.yml's namespace and name
+
+
+def collections_dir() -> Path:
+    """A collections path entry holding the collection gpuprov.nvidia as `SOURCE_ROOT` (what
+    site.yml's roles and plugins by FQCN resolve to): the checkout's own `collections/`
+    (committed: `ansible_collections/gpuprov/nvidia` links back to the checkout), else, for an
+    installed wheel, such a link made under the state root for this installation's bundle."""
+    here = SOURCE_ROOT.resolve()
+    checkout = SOURCE_ROOT / "collections"
+    if checkout.joinpath("ansible_collections", *COLLECTION).resolve() == here:
+        return checkout
+    tag = hashlib.sha256(str(here).encode()).hexdigest()[:12]
+    root = state_root() / "collections" / tag
+    link = root.joinpath("ansible_collections", *COLLECTION)
+    if not (link.is_symlink() and link.resolve() == here):
+        link.parent.mkdir(parents=True, exist_ok=True)
+        fresh = link.with_name(f".{link.name}.{os.getpid()}")
+        fresh.unlink(missing_ok=True)
+        fresh.symlink_to(here, target_is_directory=True)
+        os.replace(fresh, link)
+    return root

@@ -173,12 +173,10 @@ def _validate_host(
 
 
 def _document_vars(
-    hosts: Sequence[str], plans: Mapping[str, HostPlan], policies: Mapping[str, Policy]
+    hosts: Sequence[str], plans: Mapping[str, HostPlan]
 ) -> dict[str, dict[str, object]]:
-    """Each host's entry of the plan document: its typed plan's variables (roles, validation)."""
-    from orchestrator.roleplans import typed_plan
-
-    return {h: typed_plan(plans[h], policies.get(h)).document_vars() for h in hosts}
+    """Each host's entry of the plan document: the planner's typed plan (roles, validation)."""
+    return {h: plans[h].typed.document_vars() for h in hosts}
 
 
 def _becomes(fleet: Fleet, hosts: Sequence[str]) -> dict[str, Any]:
@@ -206,7 +204,7 @@ def _verify_hosts(
     from orchestrator.verify.runner import routed_inventory, run_suite, workers_for
 
     if plan_file is None:
-        plan_file = write_plan_document(workdir, _document_vars(hosts, plans, policies))
+        plan_file = write_plan_document(workdir, _document_vars(hosts, plans))
     if fleet.inventory_path is None:
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
     vault = fleet.vault
@@ -430,7 +428,7 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
         result = apply_mod.run_playbook(
             inventories=[fleet.inventory_path],
             hosts=targets,
-            host_vars=_document_vars(targets, plans, policies),
+            host_vars=_document_vars(targets, plans),
             run_dir=run_dir,
             check=args.check,
             serial=serial,

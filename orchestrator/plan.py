@@ -1,7 +1,10 @@
 """The planner: a pure function of a host's facts, its policy and the GPU catalog.
 
-``plan_host`` returns the ordered roles to apply with their variables and a one-line reason
-each, plus warnings (worth reading, not stopping) and blockers (this host is not touched).
+``plan_host`` returns the ordered roles to apply, each with its typed plan (the record of
+orchestrator/roleplans.py the planner builds: its variables are what Ansible receives) and a
+one-line reason, the host's validation plan, plus warnings (worth reading, not stopping) and
+blockers (this host is not touched). ``HostPlan.typed`` gathers the records: the one typed
+plan the plan document, the report and verify are made from.
 Bad input that makes the whole run wrong (a pinned branch too old for a GPU, a MIG layout
 that cannot fit) raises a BadInputError subclass instead, before any host is changed.
 """
@@ -26,6 +29,15 @@ from orchestrator.facts import HostFacts, PciDevice
 from orchestrator.kernels import kernel_notes
 from orchestrator.nvlink5 import plan_nvlink5
 from orchestrator.policy import Policy
+from orchestrator.roleplans import (
+    DockerPlan,
+    DriverPlan,
+    MigPlan,
+    ToolkitPlan,
+    TypedPlan,
+    UpgradePlan,
+    ValidationPlan,
+)
 
 ROLE_ORDER = ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig")
 SOURCE_NAMES = {"cuda": "NVIDIA's CUDA repository", "distribution": "the distribution's archive"}
@@ -39,15 +51,33 @@ CUDA_ARCH_DIRS = {"x86_64": "x86_64", "aarch64": "sbsa"}
 NO_DOCKER_CE = {"amzn": "Amazon Linux"}
 
 
+RoleInputs = DriverPlan | DockerPlan | ToolkitPlan | MigPlan
+
+
 @dataclass(frozen=True)
 class RolePlan:
     name: str
-    vars: Mapping[str, object]
+    vars: Mapping[str, object]  # `typed.role_vars()`: what Ansible receives
     reason: str  # one line: why this role, with these variables
     change: bool = True  # False: the host already matches; the role should report no change
     # nvidia_driver: the packages it installs and holds, and where from (driver_packages)
     packages: Mapping[str, object] | None = None
     packages_line: str = ""
+    typed: RoleInputs | None = None  # the role's typed plan (None: built by hand, tests)
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        typed: RoleInputs,
+        reason: str,
+        *,
+        change: bool = True,
+        packages: Mapping[str, object] | None = None,
+        packages_line: str = "",
+    ) -> RolePlan:
+        """The role `name` with the planner's typed plan; its variables are the plan's."""
+        return cls(name, typed.role_vars(), reason, change, packages, packages_line, typed)
 
 
 @dataclass(frozen=True)
@@ -71,6 +101,8 @@ class HostPlan:
     blockers: tuple[str, ...] = ()
     arch: str = ""  # the host's CPU architecture (`uname -m`), "" when unknown
     repository: str = ""  # NVIDIA's CUDA repository path for the driver, e.g. "ubuntu2404/sbsa"
+    validation: ValidationPlan | None = None  # None: the knob table's defaults
+    upgrade: UpgradePlan | None = None  # a loaded driver the plan replaces
 
     @property
     def blocked(self) -> bool:
@@ -89,6 +121,24 @@ class HostPlan:
             out.update(role.vars)
         out["gpuprov_roles"] = [r.name for r in self.roles]
         return out
+
+    @property
+    def typed(self) -> TypedPlan:
+        """The planner's typed plan of this host: its roles' records, as built (not read back
+        from their variables), the validation plan and the upgrade."""
+        parts = {r.name: r.typed for r in self.roles}
+        driver, docker = parts.get("nvidia_driver"), parts.get("docker")
+        toolkit, mig_plan = parts.get("nvidia_container_toolkit"), parts.get("mig")
+        return TypedPlan(
+            host=self.host,
+            roles=tuple(r.name for r in self.roles),
+            validation=self.validation or ValidationPlan.default(self.host),
+            driver=driver if isinstance(driver, DriverPlan) else None,
+            docker=docker if isinstance(docker, DockerPlan) else None,
+            toolkit=toolkit if isinstance(toolkit, ToolkitPlan) else None,
+            mig=mig_plan if isinstance(mig_plan, MigPlan) else None,
+            upgrade=self.upgrade,
+        )
 
 
 @dataclass
@@ -454,17 +504,21 @@ def _driver_role(
     )
     notes.warnings += kernel.warnings
     notes.blockers += kernel.blockers
-    return RolePlan(
-        name="nvidia_driver",
-        vars={
-            "nvidia_driver_branch": str(choice.branch),
-            "nvidia_driver_version": version,
-            "nvidia_driver_flavour": flavour,
-            "nvidia_driver_source": policy.driver_source,
-            "nvidia_driver_fabricmanager": fabric,
-            **({"nvidia_driver_nvlink5": True} if nvlink5 is not None else {}),
-            "nvidia_driver_reboot": policy.driver_reboot,
-        },
+    driver = DriverPlan(
+        branch=choice.branch,
+        version=version or None,
+        flavour=flavour,
+        source=policy.driver_source,
+        fabricmanager=fabric,
+        reboot=policy.driver_reboot,
+        persistenced=policy.driver_persistenced,
+        state_file=policy.driver_state_file,
+        change=not keep,
+        nvlink5=nvlink5 is not None,
+    )
+    return RolePlan.of(
+        "nvidia_driver",
+        driver,
         reason=f"{action}; {fabric_reason}",
         change=not keep,
         packages=packages.to_dict() if packages else None,
@@ -567,7 +621,7 @@ def _runtime_roles(facts: HostFacts, policy: Policy, notes: _Notes) -> list[Role
             if docker
             else f"install Docker from {source}"
         )
-        roles.append(RolePlan("docker", {"docker_source": docker_source}, reason))
+        roles.append(RolePlan.of("docker", DockerPlan(docker_source), reason))
     elif docker is None and "nvidia_container_toolkit" in policy.roles:
         notes.warnings.append(
             "nvidia_container_toolkit is planned without docker and no Docker is installed: "
@@ -581,16 +635,12 @@ def _runtime_roles(facts: HostFacts, policy: Policy, notes: _Notes) -> list[Role
         else:
             reason = f"install nvidia-container-toolkit {wanted or '(newest, then held)'}"
             reason += " and configure the Docker runtime and a CDI spec"
-        roles.append(
-            RolePlan(
-                "nvidia_container_toolkit",
-                {
-                    "nvidia_container_toolkit_version": wanted,
-                    "nvidia_container_toolkit_default_runtime": policy.toolkit_default_runtime,
-                },
-                reason,
-            )
+        toolkit = ToolkitPlan(
+            version=wanted or None,
+            default_runtime=policy.toolkit_default_runtime,
+            cdi_spec=policy.toolkit_cdi_spec,
         )
+        roles.append(RolePlan.of("nvidia_container_toolkit", toolkit, reason))
     elif policy.toolkit_default_runtime:
         notes.blockers.append(
             "nvidia_container_toolkit_default_runtime=true but nvidia_container_toolkit is not "
@@ -634,11 +684,9 @@ def _mig_role(
             for p in model.mig_profiles
         )
         gpus.append(mig.MigGpu(index, model.model, model.mig, profiles, model.device_ids[0]))
-    from orchestrator.roleplans import MigPlan
-
-    # parsed once, as the typed plan carries it (an empty mapping: only "disabled" exists)
-    config = MigPlan.parse(policy.mig_layout, policy.mig_configs, facts.host).parsed
-    layouts = mig.validate_layout(facts.host, config, policy.mig_layout, gpus)
+    # parsed and checked once; the typed plan carries it (an empty mapping: only "disabled")
+    mig_plan = MigPlan.parse(policy.mig_layout, policy.mig_configs, facts.host)
+    layouts = mig.validate_layout(facts.host, mig_plan.parsed, policy.mig_layout, gpus)
     notes.blockers.extend(
         c.removeprefix(f"{facts.host}: ")
         for c in mig.conflicts(facts.host, layouts, needs_multi_gpu_nccl=policy.validation_nccl)
@@ -653,9 +701,7 @@ def _mig_role(
         )
     else:
         reason = f"layout {policy.mig_layout}: MIG on {enabled} of {len(gpus)} GPUs"
-    return RolePlan(
-        "mig", {"mig_layout": policy.mig_layout, "mig_configs": dict(policy.mig_configs)}, reason
-    )
+    return RolePlan.of("mig", mig_plan, reason)
 
 
 def plan_host(
@@ -698,6 +744,7 @@ def plan_host(
     if facts.simulated:
         notes.warnings.append("simulated host: GPU facts come from the lab's GPU simulator")
     roles.sort(key=lambda r: ROLE_ORDER.index(r.name))
+    driver = next((r.typed for r in roles if isinstance(r.typed, DriverPlan)), None)
     return HostPlan(
         host=facts.host,
         simulated=facts.simulated,
@@ -710,6 +757,13 @@ def plan_host(
         repository=cuda_repository(facts, policy, catalog)
         if "nvidia_driver" in policy.roles
         else "",
+        validation=ValidationPlan(
+            nccl=policy.validation_nccl,
+            expected_gpus=policy.validation_expected_gpus,
+            runtime=policy.validation_runtime,
+            cuda_version=policy.cuda_version,
+        ),
+        upgrade=UpgradePlan.of(driver, facts.loaded_driver),
     )
 
 

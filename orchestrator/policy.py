@@ -52,6 +52,12 @@ class Policy:
     driver_source: DriverSource = field(default_factory=_table_default("nvidia_driver_source"))
     driver_flavour: DriverFlavour = field(default_factory=_table_default("nvidia_driver_flavour"))
     driver_reboot: RebootPolicy = field(default_factory=_table_default("nvidia_driver_reboot"))
+    # role inputs the planner passes on as set (the plan's driver/toolkit records carry them)
+    driver_persistenced: bool = field(default_factory=_table_default("nvidia_driver_persistenced"))
+    driver_state_file: str = field(default_factory=_table_default("nvidia_driver_state_file"))
+    toolkit_cdi_spec: str = field(
+        default_factory=_table_default("nvidia_container_toolkit_cdi_spec")
+    )
     docker_source: DockerSource = field(default_factory=_table_default("docker_source"))
     toolkit_version: str | None = field(
         default_factory=_table_default("nvidia_container_toolkit_version")
@@ -164,6 +170,12 @@ def _cuda_version(value: object) -> str | None:
     raise ValueError(value)  # a float (12.10 would read as 12.1) is refused on purpose
 
 
+def _path(value: object) -> str:
+    if isinstance(value, str) and value.strip().startswith("/"):
+        return value.strip()
+    raise ValueError(value)
+
+
 def _roles(value: object) -> tuple[str, ...]:
     if not isinstance(value, list | tuple) or not all(v in KNOWN_ROLES for v in value):
         raise ValueError(value)
@@ -204,12 +216,19 @@ _KNOBS: dict[str, _PolicyKnob] = {
     "nvidia_driver_source": _choices("nvidia_driver_source", "driver_source"),
     "nvidia_driver_flavour": _choices("nvidia_driver_flavour", "driver_flavour"),
     "nvidia_driver_reboot": _choices("nvidia_driver_reboot", "driver_reboot"),
+    "nvidia_driver_persistenced": _PolicyKnob("driver_persistenced", _bool, "true or false"),
+    "nvidia_driver_state_file": _PolicyKnob(
+        "driver_state_file", _path, "an absolute path on the host"
+    ),
     "docker_source": _choices("docker_source", "docker_source"),
     "nvidia_container_toolkit_version": _PolicyKnob(
         "toolkit_version", _optional_text, 'a version string or ""'
     ),
     "nvidia_container_toolkit_default_runtime": _PolicyKnob(
         "toolkit_default_runtime", _bool, "true or false"
+    ),
+    "nvidia_container_toolkit_cdi_spec": _PolicyKnob(
+        "toolkit_cdi_spec", _path, "an absolute path on the host"
     ),
     "mig_layout": _PolicyKnob(
         "mig_layout", _optional_text, 'a name from mig_configs, "disabled" or ""'

@@ -381,9 +381,7 @@ def _plan_cell(plan: HostPlan | None) -> str:
         return "-"
     if plan.blocked:
         return "blocked: " + "; ".join(plan.blockers)
-    from orchestrator.roleplans import typed_plan
-
-    driver = typed_plan(plan).driver
+    driver = plan.typed.driver
     parts = [driver.summary if r.name == "nvidia_driver" and driver else r.name for r in plan.roles]
     return ", ".join(parts)
 

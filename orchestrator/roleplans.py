@@ -1,18 +1,20 @@
 """A typed plan per role: what the report shows, what verify expects, what Ansible receives.
 
-`HostPlan.roles` carries each role's variables as Ansible receives them. This module reads
-them once, checked against the knob table (orchestrator/knobs.py), into one frozen record per
-role (driver, docker, toolkit, MIG) plus the host's validation plan and, when a loaded driver
-is replaced, its upgrade; the report and the verification suite read these fields, never the
-strings. The plan document (orchestrator/plandoc.py) is :meth:`TypedPlan.document_vars`, and
-:meth:`TypedPlan.from_vars` reads it back (verify does, on the suite's side): the two round-trip.
-The MIG layouts are parsed once here (orchestrator/mig.py) and carried as data.
+The planner (orchestrator/plan.py) builds these records itself: one frozen record per role
+(driver, docker, toolkit, MIG) plus the host's validation plan and, when a loaded driver is
+replaced, its upgrade, gathered as ``HostPlan.typed`` (a :class:`TypedPlan`). Each role's
+variables (``RolePlan.vars``, what Ansible receives) are the record's :meth:`role_vars`; the
+report reads the records' fields, never those strings. The plan document
+(orchestrator/plandoc.py) is :meth:`TypedPlan.document_vars`; :meth:`TypedPlan.from_vars`
+reads it back, checked against the knob table (orchestrator/knobs.py), where the document
+crosses a process boundary (verify's suite, on its side): the two round-trip. The MIG layouts
+are parsed and checked once (:meth:`MigPlan.parse`, orchestrator/mig.py) and carried as data.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import mig
@@ -21,8 +23,6 @@ from orchestrator.knobs import KnobTable, default_table
 
 if TYPE_CHECKING:  # the suite imports this module on hosts that need none of these
     from orchestrator.facts import LoadedDriver
-    from orchestrator.plan import HostPlan
-    from orchestrator.policy import Policy
 
 
 class _Reader:
@@ -90,6 +90,7 @@ class DriverPlan:
     persistenced: bool
     state_file: str  # the role's record of what it installed and held
     change: bool = True  # False: the loaded driver already is the plan
+    nvlink5: bool = False  # NVLink5 switch trays: the subnet manager before the fabric manager
 
     def role_vars(self) -> dict[str, object]:
         return {
@@ -98,7 +99,10 @@ class DriverPlan:
             "nvidia_driver_flavour": self.flavour,
             "nvidia_driver_source": self.source,
             "nvidia_driver_fabricmanager": self.fabricmanager,
+            **({"nvidia_driver_nvlink5": True} if self.nvlink5 else {}),
             "nvidia_driver_reboot": self.reboot,
+            "nvidia_driver_persistenced": self.persistenced,
+            "nvidia_driver_state_file": self.state_file,
         }
 
     @property
@@ -119,6 +123,13 @@ class UpgradePlan:
     to_branch: int
     to_flavour: str
 
+    @classmethod
+    def of(cls, driver: DriverPlan | None, loaded: LoadedDriver | None) -> UpgradePlan | None:
+        """The upgrade `driver` makes of the `loaded` one (None: none loaded, or kept)."""
+        if driver is None or not driver.change or loaded is None:
+            return None
+        return cls(loaded.version, loaded.flavour, driver.version, driver.branch, driver.flavour)
+
 
 @dataclass(frozen=True)
 class DockerPlan:
@@ -138,6 +149,7 @@ class ToolkitPlan:
         return {
             "nvidia_container_toolkit_version": self.version or "",
             "nvidia_container_toolkit_default_runtime": self.default_runtime,
+            "nvidia_container_toolkit_cdi_spec": self.cdi_spec,
         }
 
 
@@ -173,6 +185,11 @@ class ValidationPlan:
     runtime: str  # auto | docker | host
     cuda_version: str | None
 
+    @classmethod
+    def default(cls, host: str = "") -> ValidationPlan:
+        """The knob table's defaults (a plan built without a policy)."""
+        return TypedPlan.from_vars(host, {"gpuprov_roles": []}).validation
+
     def document_vars(self) -> dict[str, object]:
         return {
             "gpuprov_validation_nccl": self.nccl,
@@ -192,11 +209,10 @@ class TypedPlan:
     toolkit: ToolkitPlan | None = None
     mig: MigPlan | None = None
     upgrade: UpgradePlan | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)  # variables no typed plan holds
 
     def role_vars(self) -> dict[str, object]:
         """What the roles receive: each role's variables, plus `gpuprov_roles`."""
-        out: dict[str, object] = dict(self.extra)
+        out: dict[str, object] = {}
         for part in (self.driver, self.docker, self.toolkit, self.mig):
             if part is not None:
                 out.update(part.role_vars())
@@ -235,6 +251,7 @@ class TypedPlan:
                 persistenced=r.flag("nvidia_driver_persistenced"),
                 state_file=r.text("nvidia_driver_state_file") or "",
                 change=change,
+                nvlink5=r.flag("nvidia_driver_nvlink5"),
             )
         if "docker" in roles:
             docker = DockerPlan(r.text("docker_source") or "")
@@ -257,33 +274,3 @@ class TypedPlan:
             cuda_version=r.text("gpuprov_cuda_version"),
         )
         return cls(host, roles, validation, driver, docker, toolkit, mig_plan)
-
-
-def typed_plan(
-    plan: HostPlan, policy: Policy | None = None, loaded: LoadedDriver | None = None
-) -> TypedPlan:
-    """The planner's result for one host, typed: its roles' variables read once, the
-    validation plan from the host's policy (the table's defaults without one), the upgrade
-    when `loaded` (the driver detected before the run) is replaced."""
-    driver_role = next((r for r in plan.roles if r.name == "nvidia_driver"), None)
-    typed = TypedPlan.from_vars(
-        plan.host, plan.role_vars(), change=driver_role.change if driver_role else True
-    )
-    if policy is not None:
-        validation = ValidationPlan(
-            nccl=policy.validation_nccl,
-            expected_gpus=policy.validation_expected_gpus,
-            runtime=policy.validation_runtime,
-            cuda_version=policy.cuda_version,
-        )
-        typed = replace(typed, validation=validation)
-    if typed.driver and typed.driver.change and loaded is not None:
-        upgrade = UpgradePlan(
-            from_version=loaded.version,
-            from_flavour=loaded.flavour,
-            to_version=typed.driver.version,
-            to_branch=typed.driver.branch,
-            to_flavour=typed.driver.flavour,
-        )
-        typed = replace(typed, upgrade=upgrade)
-    return typed

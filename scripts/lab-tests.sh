@@ -25,7 +25,8 @@ a=(tests/lab/test_bastion_lab.py tests/lab/test_become_lab.py tests/lab/test_det
   tests/lab/test_gpusim_lab.py
   tests/lab/test_plan_precedence_lab.py tests/lab/test_role_docker.py
   tests/lab/test_role_nvidia_container_toolkit.py tests/lab/test_role_nvidia_driver.py
-  tests/lab/test_validate_lab.py tests/lab/test_verify_lab.py tests/lab/test_wheel_lab.py)
+  tests/lab/test_validate_lab.py tests/lab/test_verify_lab.py tests/lab/test_wheel_lab.py
+  tests/lab/test_without_provision_lab.py)
 # Group b: tests that bring up labs of their own.
 b=(tests/lab/test_aptrepo_replay_lab.py tests/lab/test_kernel_updates_lab.py
   tests/lab/test_lab_engine.py tests/lab/test_nvlink5_lab.py tests/lab/test_role_dnf.py

@@ -33,6 +33,20 @@ PY
 "$work/venv/bin/provision" plan --facts "$repo/tests/recorded/fixtures/real" >"$work/plan.txt"
 grep -q "^1 hosts: 1 planned" "$work/plan.txt" || { cat "$work/plan.txt"; exit 1; }
 bundle=$("$work/venv/bin/python" -c 'from orchestrator import paths; print(paths.SOURCE_ROOT)')
-ANSIBLE_ROLES_PATH="$bundle/roles" "$work/venv/bin/ansible-playbook" --syntax-check \
+# site.yml names its roles by FQCN: the collection path gpuprov gives Ansible (the bundle as
+# gpuprov.nvidia, orchestrator/paths.py), not a roles path
+collections=$(XDG_CACHE_HOME="$work/cache" "$work/venv/bin/python" -c \
+  'from orchestrator import paths; print(paths.collections_dir())')
+ANSIBLE_COLLECTIONS_PATH="$collections" "$work/venv/bin/ansible-playbook" --syntax-check \
   -i localhost, "$bundle/playbooks/site.yml" >/dev/null
 echo "wheel-check: ok ($got; plan --facts and the site playbook's syntax from $work/elsewhere)"
+# The Ansible collection gpuprov.nvidia (galaxy.yml) builds from this checkout, and the
+# installed one is runnable as gpuprov.nvidia.site (what AWX's collections/requirements.yml
+# installs; tests/unit/test_collection.py installs it from git too).
+"$work/venv/bin/ansible-galaxy" collection build --output-path "$work/galaxy" "$repo" >/dev/null
+tarball=$(ls "$work"/galaxy/gpuprov-nvidia-*.tar.gz)
+ANSIBLE_COLLECTIONS_PATH="$work/collections" "$work/venv/bin/ansible-galaxy" collection install \
+  -p "$work/collections" "$tarball" >/dev/null
+ANSIBLE_COLLECTIONS_PATH="$work/collections" "$work/venv/bin/ansible-playbook" --syntax-check \
+  -i localhost, gpuprov.nvidia.site >/dev/null
+echo "wheel-check: collection $(basename "$tarball") built, installed, gpuprov.nvidia.site ok"

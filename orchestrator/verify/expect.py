@@ -1,17 +1,21 @@
 """What a host should look like, derived from its plan and inventory variables (pure).
 
-Every value a variable leaves unset is the default of the knob table (orchestrator/knobs.py:
-the role's own defaults/main.yml, gpuprov's knobs.yaml); none is copied here."""
+With a plan (the host's entry of the plan document the host was applied with), every planned
+value comes from the typed plan that entry is read into once (orchestrator/roleplans.py: the
+records the planner built, the MIG layouts parsed and checked there); without one, from the
+inventory. Every value a variable leaves unset is the default of the knob table
+(orchestrator/knobs.py: the role's own defaults/main.yml, gpuprov's knobs.yaml); none is
+copied here."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from orchestrator.errors import PolicyError
 from orchestrator.knobs import default_table
-from orchestrator.roleplans import MigPlan
+from orchestrator.roleplans import MigPlan, TypedPlan
 
 # Docker's own configuration file (dockerd reads it there; the docker role merges into it).
 DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
@@ -62,8 +66,43 @@ def _bool_or_none(host: str, name: str, value: object) -> bool | None:
     )
 
 
-def expectation_from_vars(host: str, variables: Mapping[str, Any]) -> Expectation:
-    """Build the expectation for one host from its merged inventory + plan variables."""
+def expectation_from_vars(
+    host: str, variables: Mapping[str, Any], *, planned: bool = False
+) -> Expectation:
+    """Build the expectation for one host from its merged inventory + plan variables;
+    `planned`: they hold the host's plan-document entry, whose typed plan then decides."""
+    if planned:
+        return expectation_from_plan(
+            TypedPlan.from_vars(host, variables), _from_inventory(host, variables)
+        )
+    return _from_inventory(host, variables)
+
+
+def expectation_from_plan(plan: TypedPlan, base: Expectation) -> Expectation:
+    """`base` (the inventory's view) with every value the typed plan holds taken from it."""
+    out = replace(
+        base,
+        roles=plan.roles,
+        gpu_count=plan.validation.expected_gpus,
+        mig_layout=plan.mig.layout if plan.mig else None,
+        mig_configs=plan.mig.configs if plan.mig else None,
+        mig=plan.mig,
+    )
+    if plan.driver is not None:
+        out = replace(
+            out,
+            driver_version=plan.driver.version,
+            driver_flavour=plan.driver.flavour,
+            fabricmanager=plan.driver.fabricmanager,
+            persistenced=plan.driver.persistenced,
+            driver_state_file=plan.driver.state_file,
+        )
+    if plan.toolkit is not None:
+        out = replace(out, toolkit_version=plan.toolkit.version, cdi_spec=plan.toolkit.cdi_spec)
+    return out
+
+
+def _from_inventory(host: str, variables: Mapping[str, Any]) -> Expectation:
     table = default_table()
 
     def value(name: str) -> Any:

@@ -2,11 +2,11 @@
 
 Runs gpuprov.nvidia.gpu_probe (the probe of `provision detect`) on the host, then, on the
 controller, the very code `provision plan` runs: orchestrator.parsers, policy (from the host's
-inventory variables), plan and the typed role plans. Returns the host's plan-document entry
-under `vars` (what `provision apply` passes as -e @plan.json), the ordered roles with their
-reasons, and the warnings; a host the planner blocks, or bad policy, fails here, before any
-role runs. The orchestrator package comes from the collection (beside plugins/), else from
-the Python environment.
+inventory variables) and the planner, which builds the typed role plans. Returns the host's
+plan-document entry under `vars` (what `provision apply` passes as -e @plan.json), the ordered
+roles with their reasons, and the warnings; a host the planner blocks, or bad policy, fails
+here, before any role runs. The orchestrator package comes from the collection (beside
+plugins/), else from the Python environment.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         from orchestrator.plan import plan_host
         from orchestrator.policy import load_policy
         from orchestrator.probe import probe_script, split_output
-        from orchestrator.roleplans import typed_plan
 
         result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
@@ -56,12 +55,11 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             facts = parse_host(host, split_output(host, str(probe.get("stdout", ""))))
             policy = load_policy(host, policy_vars)
             plan = plan_host(facts, policy, default_catalog(), today=dt.datetime.now(dt.UTC).date())
-            typed = typed_plan(plan, policy, facts.loaded_driver)
         except GpuprovError as exc:
             return {**result, "failed": True, "msg": str(exc)}
         result.update(
             changed=False,
-            vars=typed.document_vars(),
+            vars=plan.typed.document_vars(),
             roles=[{"name": r.name, "reason": r.reason, "change": r.change} for r in plan.roles],
             plan_warnings=list(plan.warnings),
             gpus=plan.gpu_summary,

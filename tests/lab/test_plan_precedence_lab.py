@@ -90,8 +90,8 @@ def applied(
     fleet = pipeline._load_inventory(str(conflicting_inventory), None)
     detected = pipeline._detect(fleet, Console(quiet=True))
     assert not detected.errors, detected.errors
-    policies, plans = pipeline._plan(detected.facts, fleet.hostvars, default_catalog())
-    planned = pipeline._document_vars(list(fleet.hosts), plans, policies)  # as apply passes it
+    _, plans = pipeline._plan(detected.facts, fleet.hostvars, default_catalog())
+    planned = pipeline._document_vars(list(fleet.hosts), plans)  # as apply passes it
     work = tmp_path_factory.mktemp("precedence-run")
     playbook = work / "site-and-report.yml"
     playbook.write_text(REPORT_PLAY.format(site=apply_mod.SITE_PLAYBOOK))
@@ -198,16 +198,18 @@ def _collection_env(work: Path) -> dict[str, str]:
     )
     (tarball,) = work.glob("gpuprov-nvidia-*.tar.gz")
     collections = work / "collections"
-    install = [str(bin_dir / "ansible-galaxy"), "collection", "install", str(tarball)]
-    subprocess.run([*install, "-p", str(collections)], check=True, capture_output=True)
     cfg = work / "ansible.cfg"
     cfg.write_text("[defaults]\nhost_key_checking = True\n")
-    return {
+    env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")},
         "ANSIBLE_CONFIG": str(cfg),
         "ANSIBLE_COLLECTIONS_PATH": str(collections),
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
     }
+    # not the checkout's ansible.cfg: there, gpuprov.nvidia counts as installed (the checkout)
+    install = [str(bin_dir / "ansible-galaxy"), "collection", "install", str(tarball)]
+    subprocess.run([*install, "-p", str(collections)], env=env, check=True, capture_output=True)
+    return env
 
 
 def test_plain_ansible_playbook_plans_like_provision(
@@ -231,8 +233,8 @@ def test_plain_ansible_playbook_plans_like_provision(
 
     fleet = pipeline._load_inventory(str(bare_inventory), None)
     detected = pipeline._detect(fleet, Console(quiet=True))
-    policies, plans = pipeline._plan(detected.facts, fleet.hostvars, default_catalog())
-    expected = pipeline._document_vars(list(fleet.hosts), plans, policies)
+    _, plans = pipeline._plan(detected.facts, fleet.hostvars, default_catalog())
+    expected = pipeline._document_vars(list(fleet.hosts), plans)
     seen = {h: json.loads((work / f"{h}.json").read_text()) for h in fleet.hosts}
     assert seen == expected
     # the default callback's output: each planned role's argument check, ok on each host

@@ -74,5 +74,8 @@ def test_installed_wheel_applies_in_check_mode_from_another_directory(
     command = json.loads((run_dir / "ansible" / "command").read_text())
     assert command["cwd"] == str(elsewhere)
     assert command["env"]["ANSIBLE_ROLES_PATH"].startswith(str(target))
+    # site.yml's roles by FQCN: gpuprov.nvidia first on the collections path is the wheel's
+    own = Path(command["env"]["ANSIBLE_COLLECTIONS_PATH"].split(os.pathsep)[0])
+    assert own.joinpath("ansible_collections", "gpuprov", "nvidia").resolve().is_relative_to(target)
     assert "ANSIBLE_CONFIG" not in command["env"]
     print(f"wheel apply --check: {time.monotonic() - start:.0f} s")

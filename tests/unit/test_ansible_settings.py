@@ -65,6 +65,43 @@ def test_the_users_config_and_environment_win(tmp_path: Path) -> None:
     assert env["ANSIBLE_SSH_HOST_KEY_CHECKING"] == "True"
 
 
+def test_gpuprovs_collection_comes_first_on_the_collections_path(tmp_path: Path) -> None:
+    """site.yml's roles and plugins by FQCN (gpuprov.nvidia.*) are gpuprov's own, whatever
+    else the user's collections path holds; the user's path follows, else Ansible's default
+    places (the rest of gpuprov's ansible.cfg value)."""
+    own = str(paths.collections_dir())
+    assert ansiblecfg.layered_env({}, None)["ANSIBLE_COLLECTIONS_PATH"].split(os.pathsep) == [
+        own,
+        "~/.ansible/collections",
+        "/usr/share/ansible/collections",
+    ]
+    cfg = tmp_path / "ansible.cfg"
+    cfg.write_text("[defaults]\ncollections_path = mine\n")
+    env = ansiblecfg.layered_env({}, cfg)
+    assert env["ANSIBLE_COLLECTIONS_PATH"].split(os.pathsep) == [own, str(tmp_path / "mine")]
+    env = ansiblecfg.layered_env({"ANSIBLE_COLLECTIONS_PATH": "/srv/c"}, cfg)
+    assert env["ANSIBLE_COLLECTIONS_PATH"].split(os.pathsep) == [own, "/srv/c"]
+
+
+def test_an_installed_bundle_gets_a_collection_link_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wheel's bundle has no committed collections/ link: one is made under the state root,
+    per bundle, pointing at it; made again when it points elsewhere."""
+    bundle = tmp_path / "site-packages" / "orchestrator" / "_bundle"
+    (bundle / "playbooks").mkdir(parents=True)
+    monkeypatch.setattr(paths, "SOURCE_ROOT", bundle)
+    monkeypatch.setattr(paths, "state_root", lambda: tmp_path / "state")
+    found = paths.collections_dir()
+    link = found / "ansible_collections" / "gpuprov" / "nvidia"
+    assert found.parent == tmp_path / "state" / "collections"
+    assert link.is_symlink() and link.resolve() == bundle.resolve()
+    assert paths.collections_dir() == found  # kept as it is
+    link.unlink()
+    link.symlink_to(tmp_path)
+    assert paths.collections_dir() == found and link.resolve() == bundle.resolve()
+
+
 def test_the_users_config_is_the_one_ansible_finds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -98,3 +98,81 @@ def test_it_installs_from_git(tmp_path: Path) -> None:
     installed = collections / "ansible_collections" / "gpuprov" / "nvidia"
     assert (installed / "playbooks" / "site.yml").is_file()
     assert (installed / "roles" / "nvidia_driver" / "meta" / "argument_specs.yml").is_file()
+
+
+# --- the checkout is the collection: site.yml by FQCN from a plain ansible-playbook --------
+
+
+def _checkout_env() -> dict[str, str]:
+    """A user's environment: no ANSIBLE_* variables, so the checkout's ansible.cfg decides."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")},
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+def test_site_yml_names_every_role_by_fqcn() -> None:
+    (play,) = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text())
+    names = [r["role"] for r in play["roles"]]
+    names += [
+        t["ansible.builtin.include_role"]["name"]
+        for t in play["pre_tasks"] + play["post_tasks"]
+        if "ansible.builtin.include_role" in t
+    ]
+    assert names and all(n.startswith("gpuprov.nvidia.") for n in names), names
+    assert {n.removeprefix("gpuprov.nvidia.") for n in names} == set(ROLE_PREFIXES)
+
+
+def test_a_checkout_resolves_gpuprov_nvidia_to_itself() -> None:
+    """The repository's ansible.cfg puts collections/ first; its gpuprov/nvidia links back
+    to the checkout (not copied: one source), and ansible-galaxy lists it there."""
+    link = REPO / "collections" / "ansible_collections" / "gpuprov" / "nvidia"
+    assert link.is_symlink() and link.resolve() == REPO.resolve()
+    argv = [str(BIN / "ansible-galaxy"), "collection", "list", "gpuprov.nvidia"]
+    listed = _run(argv, REPO, _checkout_env())
+    first = listed.split("# ")[1]  # the first collections path that holds it
+    assert first.startswith(f"{REPO / 'collections' / 'ansible_collections'}\n"), listed
+    version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
+    assert f"gpuprov.nvidia {version}" in first
+
+
+def test_plain_ansible_playbook_in_a_checkout_runs_the_collections_roles(tmp_path: Path) -> None:
+    (tmp_path / "inv.ini").write_text("[gpu_nodes]\nnode-1 ansible_connection=local\n")
+    argv = [str(BIN / "ansible-playbook"), "-i", str(tmp_path / "inv.ini"), "playbooks/site.yml"]
+    tasks = _run([*argv, "--list-tasks"], REPO, _checkout_env())
+    for role in ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig"):
+        assert f"gpuprov.nvidia.{role} : Validating arguments" in tasks
+    assert "Plan this host here (no plan document was passed)" in tasks
+
+
+def test_without_a_plan_the_playbook_plans_and_blocks_like_provision(tmp_path: Path) -> None:
+    """No plan document, no gpuprov_roles, any inventory (this machine, local connection):
+    site.yml runs the collection's probe module and planner action plugin; their verdict is
+    provision's on the same host (orchestrator.detect's local probe, the same planner). This
+    machine has no NVIDIA GPU (CI's has none), so the planner blocks it: the run stops at the
+    plan task, before any role, naming the blocker."""
+    from orchestrator.catalog import default_catalog
+    from orchestrator.parsers import parse_host
+    from orchestrator.plan import plan_host
+    from orchestrator.policy import load_policy
+    from orchestrator.probe import probe_script, split_output
+
+    out = subprocess.run(["sh", "-s"], input=probe_script(), capture_output=True, text=True)
+    facts = parse_host("node-1", split_output("node-1", out.stdout))
+    expected = plan_host(facts, load_policy("node-1", {}), default_catalog())
+    (tmp_path / "inv.ini").write_text(
+        "[gpu_nodes]\nnode-1 ansible_connection=local "
+        f"ansible_python_interpreter={sys.executable}\n"
+    )
+    argv = [str(BIN / "ansible-playbook"), "-i", str(tmp_path / "inv.ini")]
+    argv.append("playbooks/site.yml")
+    done = subprocess.run(
+        [*argv, "--check"], cwd=REPO, env=_checkout_env(), capture_output=True, text=True
+    )
+    if not expected.blocked:
+        pytest.skip(f"this machine plans unblocked ({expected.gpu_summary}): nothing to block")
+    assert done.returncode == 2, done.stdout[-3000:]
+    assert "TASK [Detect the GPUs and plan this host]" in done.stdout
+    assert f"node-1: blocked: {expected.blockers[0]}"[:60] in " ".join(done.stdout.split())
+    assert "gpuprov.nvidia.nvidia_driver :" not in done.stdout  # no role ran

@@ -198,4 +198,4 @@ def test_shipped_example_inventory() -> None:
     assert len(inv.hosts) == 4 and "gpu_nodes" in inv.groups
     node = inv.hosts[0]
     assert node.user == "ubuntu" and node.key_file is not None
-    assert "gpuprov_roles" in node.vars  # inventory/group_vars/all.yml is read
+    assert "mig_configs" in node.vars  # inventory/group_vars/all.yml is read

@@ -44,13 +44,14 @@ def test_the_table_round_trips_every_role_argument_spec(role: str) -> None:
 
 def test_group_vars_docs_are_generated_from_the_table() -> None:
     """The knobs block of all.yml is exactly what the table renders (python -m
-    orchestrator.knobs rewrites it); gpuprov_roles there is the table's default."""
+    orchestrator.knobs rewrites it); gpuprov_roles is left unset there (so that a plain
+    ansible-playbook run plans each host)."""
     text = GROUP_VARS.read_text()
     assert group_vars_block(text) == render_group_vars(default_table()), (
         "run: python -m orchestrator.knobs"
     )
     variables = yaml.safe_load(text)
-    assert variables["gpuprov_roles"] == default_table().default("gpuprov_roles")
+    assert "gpuprov_roles" not in variables
     assert set(variables) <= set(default_table().knobs)
 
 

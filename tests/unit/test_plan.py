@@ -105,6 +105,9 @@ def test_real_h200_host() -> None:
         "nvidia_driver_source": "cuda",
         "nvidia_driver_fabricmanager": False,
         "nvidia_driver_reboot": "forbid",
+        # passed on as the inventory sets them (here: the role's defaults)
+        "nvidia_driver_persistenced": True,
+        "nvidia_driver_state_file": "/var/lib/gpuprov/nvidia_driver.json",
     }
     assert driver.change is False
     assert driver.reason.startswith("no change: 580.159.04 open already loaded; ")

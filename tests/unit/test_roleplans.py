@@ -1,44 +1,59 @@
-"""Typed plans per role: read once from the planner's result, carried in the plan document,
-read back by verify; the report shows their fields."""
+"""Typed plans per role: built by the planner itself, carried in the plan document, read back
+by verify; the report and the document read their fields, never the roles' variable strings;
+the MIG layouts are parsed and checked once."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from rich.console import Console
+from test_nvlink5 import b200_raw
+from test_plan import plan as plan_raw
 
+from orchestrator import mig, pipeline
+from orchestrator import report as rep
 from orchestrator.catalog import default_catalog
 from orchestrator.errors import PolicyError
 from orchestrator.parsers import parse_host
-from orchestrator.plan import plan_host
+from orchestrator.plan import HostPlan, plan_host
 from orchestrator.policy import load_policy
 from orchestrator.report import _plan_cell
-from orchestrator.roleplans import DriverPlan, MigPlan, TypedPlan, UpgradePlan, typed_plan
+from orchestrator.roleplans import (
+    DockerPlan,
+    DriverPlan,
+    MigPlan,
+    ToolkitPlan,
+    TypedPlan,
+    UpgradePlan,
+    ValidationPlan,
+)
 from orchestrator.verify.expect import expectation_from_vars
 
 REAL = Path(__file__).resolve().parents[2] / "tests" / "recorded" / "fixtures" / "real"
 H200 = REAL / "h200x2-ubuntu2404-580"
 LAYOUTS = {"h200-all-3g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.71gb": 2}}]}
+MIG_POLICY: dict[str, object] = {
+    "gpuprov_roles": ["nvidia_driver", "docker", "nvidia_container_toolkit", "mig"],
+    "mig_layout": "h200-all-3g",
+    "mig_configs": LAYOUTS,
+    "gpuprov_validation_expected_gpus": "2",
+    "gpuprov_validation_nccl": False,  # a MIG layout conflicts with the NCCL check
+}
 
 
 def _facts():  # type: ignore[no-untyped-def]
     return parse_host("h200", {p.name: p.read_text() for p in H200.iterdir() if p.is_file()})
 
 
-def test_the_real_h200_plan_typed_and_round_tripped() -> None:
-    facts = _facts()
-    policy = load_policy(
-        "h200",
-        {
-            "gpuprov_roles": ["nvidia_driver", "docker", "nvidia_container_toolkit", "mig"],
-            "mig_layout": "h200-all-3g",
-            "mig_configs": LAYOUTS,
-            "gpuprov_validation_expected_gpus": "2",
-            "gpuprov_validation_nccl": False,  # a MIG layout conflicts with the NCCL check
-        },
-    )
-    plan = plan_host(facts, policy, default_catalog())
-    typed = typed_plan(plan, policy, facts.loaded_driver)
+def _plan(**policy: object) -> HostPlan:
+    return plan_host(_facts(), load_policy("h200", policy), default_catalog())
+
+
+def test_the_planner_builds_the_typed_plan_of_the_real_h200() -> None:
+    plan = _plan(**MIG_POLICY)
+    typed = plan.typed
     assert typed.driver == DriverPlan(
         branch=580,
         version="580.159.04",
@@ -50,27 +65,98 @@ def test_the_real_h200_plan_typed_and_round_tripped() -> None:
         state_file="/var/lib/gpuprov/nvidia_driver.json",
         change=False,
     )
+    assert typed.docker == DockerPlan("docker")
+    assert typed.toolkit == ToolkitPlan(None, False, "/etc/cdi/nvidia.yaml")
     assert typed.upgrade is None  # the loaded driver is the plan's
     assert typed.mig is not None and typed.mig.layout == "h200-all-3g"
     assert set(typed.mig.parsed.layouts) == {"h200-all-3g"}
-    assert (typed.validation.expected_gpus, typed.validation.nccl) == (2, False)
+    assert typed.validation == ValidationPlan(False, 2, "auto", None)
+    # each role's record is the planner's own object; its variables are that record's
+    for role in plan.roles:
+        assert role.typed is not None and role.vars == role.typed.role_vars()
+    assert typed.driver is plan.roles[0].typed
     assert typed.role_vars() == plan.role_vars()  # what Ansible gets is the planner's
-    document = typed.document_vars()
-    assert document["gpuprov_validation_expected_gpus"] == 2
-    back = TypedPlan.from_vars("h200", document, change=False)
-    assert back == typed.__class__(**{**typed.__dict__, "upgrade": None})
-    # verify reads the same document: the expected GPU count comes from the plan
-    assert expectation_from_vars("h200", document).gpu_count == 2
     assert _plan_cell(plan) == "R580 open (no change), docker, nvidia_container_toolkit, mig"
 
 
+def test_the_plan_document_round_trips_to_the_same_typed_plan() -> None:
+    plan = _plan(**MIG_POLICY)
+    document = plan.typed.document_vars()
+    assert document["gpuprov_validation_expected_gpus"] == 2
+    back = TypedPlan.from_vars("h200", document, change=False)
+    assert back == plan.typed
+    # verify reads the same document: every planned value comes from the typed plan
+    expect = expectation_from_vars("h200", document, planned=True)
+    assert expect.gpu_count == 2
+    assert (expect.driver_version, expect.driver_flavour) == ("580.159.04", "open")
+    assert expect.fabricmanager is False and expect.mig == plan.typed.mig
+
+
 def test_a_replaced_driver_is_an_upgrade_plan() -> None:
-    facts = _facts()
-    policy = load_policy("h200", {"nvidia_driver_version": "580.200.01"})
-    plan = plan_host(facts, policy, default_catalog())
-    typed = typed_plan(plan, policy, facts.loaded_driver)
-    assert typed.upgrade == UpgradePlan("580.159.04", "open", "580.200.01", 580, "open")
-    assert typed.driver is not None and typed.driver.change
+    plan = _plan(nvidia_driver_version="580.200.01")
+    assert plan.typed.upgrade == UpgradePlan("580.159.04", "open", "580.200.01", 580, "open")
+    assert plan.typed.driver is not None and plan.typed.driver.change
+
+
+def test_inventory_role_inputs_reach_the_document_and_verify() -> None:
+    """Role inputs the planner passes on (not decides) are in the typed plan as the inventory
+    set them: the document carries them, so the role and verify see the same value."""
+    plan = _plan(
+        nvidia_driver_persistenced="false",  # an INI inventory's string
+        nvidia_container_toolkit_cdi_spec="/var/run/cdi/nvidia.yaml",
+    )
+    document = plan.typed.document_vars()
+    assert document["nvidia_driver_persistenced"] is False
+    assert document["nvidia_container_toolkit_cdi_spec"] == "/var/run/cdi/nvidia.yaml"
+    # the inventory the suite reads says otherwise: the plan's entry decides
+    inventory = {"nvidia_driver_persistenced": True, "nvidia_container_toolkit_cdi_spec": "/x"}
+    expect = expectation_from_vars("h200", {**inventory, **document}, planned=True)
+    assert (expect.persistenced, expect.cdi_spec) == (False, "/var/run/cdi/nvidia.yaml")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("nvidia_driver_persistenced", "sometimes"), ("nvidia_driver_state_file", "relative.json")],
+)
+def test_a_bad_passed_on_role_input_stops_the_plan(name: str, value: object) -> None:
+    with pytest.raises(PolicyError) as err:
+        load_policy("h200", {name: value})
+    assert name in str(err.value) and "h200" in str(err.value)
+
+
+def test_nvlink5_reaches_the_plan_document() -> None:
+    """The planner's NVLink5 decision is a field of the driver plan, so `provision apply`'s
+    document carries it (read back from the role's strings, it was dropped)."""
+    p = plan_raw(b200_raw(), "b200")
+    assert p.typed.driver is not None and p.typed.driver.nvlink5
+    document = pipeline._document_vars(["b200"], {"b200": p})["b200"]
+    assert document["nvidia_driver_nvlink5"] is True
+    assert TypedPlan.from_vars("b200", document).driver == p.typed.driver
+
+
+def test_nothing_reads_the_plan_back_from_strings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planning, the plan document `provision apply` writes, the report's JSON and tables:
+    none of them parses role variables back (TypedPlan.from_vars is the document reader,
+    verify's side only), and the MIG layouts are parsed exactly once, by the planner."""
+    parses: list[Any] = []
+    real_parse = mig.parse_config
+
+    def counting_parse(*args: Any, **kwargs: Any) -> mig.MigConfig:
+        parses.append(args)
+        return real_parse(*args, **kwargs)
+
+    def no_read_back(*args: Any, **kwargs: Any) -> TypedPlan:
+        raise AssertionError("a plan was read back from its variables")
+
+    monkeypatch.setattr(mig, "parse_config", counting_parse)
+    monkeypatch.setattr(TypedPlan, "from_vars", classmethod(no_read_back))
+    plan = _plan(**MIG_POLICY)
+    assert len(parses) == 1
+    pipeline._document_vars(["h200"], {"h200": plan})
+    rep.plan_document({"h200": plan})
+    rep.render_plans(Console(quiet=True), {"h200": plan})
+    _plan_cell(plan)
+    assert len(parses) == 1
 
 
 @pytest.mark.parametrize(

@@ -117,5 +117,6 @@ def expect(host: Any, plan_vars: dict[str, dict[str, Any]]) -> Expectation:
     if host.backend.get_connection_type() == "ansible":
         variables.update(host.ansible.get_variables())
     name = str(variables.get("inventory_hostname", host.backend.get_hostname()))
-    variables.update(host_entry(plan_vars, name) or {})
-    return expectation_from_vars(name, variables)
+    entry = host_entry(plan_vars, name)
+    variables.update(entry or {})
+    return expectation_from_vars(name, variables, planned=entry is not None)

@@ -1,0 +1,204 @@
+"""Plain `ansible-playbook playbooks/site.yml` from a checkout converges lab hosts exactly as
+`provision apply` does, with nothing but an inventory (lab hosts, real SSH).
+
+The inventory has no `inventory/group_vars/` (the fleet's all.yml: no `gpuprov_roles`, no
+policy) and no plan is passed: site.yml's first pre-task runs the collection's probe module
+and planner action plugin (gpuprov.nvidia.gpu_probe, gpuprov.nvidia.plan) on each host, the
+roles come by FQCN from the checkout's own collection (its ansible.cfg). It holds only what a
+user's inventory would: the hosts, the lab's connection settings (lab.yml), and the policy
+tests/lab/test_verify_lab.py converges the session lab with (the test-double repository's
+URLs, the Debian 12 host's pinned driver), so that on the session lab, already converged
+there by `provision`, the converge is a no-op and only the comparison costs time.
+
+For each of two runs: before it, the plan document `provision apply` would pass for the same
+inventory (orchestrator.pipeline: detect over SSH, policy, planner, typed plan); after it,
+the variables every host holds (dumped by a play after site.yml) must equal that document,
+and the roles that ran on each host must be exactly its planned roles. The second run must
+report changed=0 on every host. Run alone (a fresh lab), the first run is the whole converge
+(the DKMS builds); after test_verify_lab.py in group a, both runs are reruns.
+
+Runs on the session lab; GPUPROV_TEST_LAB=<name> uses a running lab instead."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+from test_verify_lab import DRIVER_REPO_VARS, PINNED_580, SIMULATOR_KERNEL
+
+from orchestrator import pipeline
+from orchestrator.catalog import default_catalog
+from orchestrator.lab.running import RunningLab
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+DUMP_PLAY = """\
+- name: The site playbook, as a user runs it
+  ansible.builtin.import_playbook: {site}
+
+- name: Dump the variables each host's roles received
+  hosts: gpu_nodes
+  gather_facts: false
+  tasks:
+    - name: Planned variables as the hosts hold them
+      ansible.builtin.copy:
+        content: "{{{{ dict(__keys | zip(__keys | map('extract', hostvars[inventory_hostname])))
+                     | to_json }}}}"
+        dest: "{{{{ test_dump_dir }}}}/{{{{ inventory_hostname }}}}.json"
+        mode: "0644"
+      vars:
+        __keys: "{{{{ __gpuprov_planned_here.vars.keys() | list }}}}"
+      delegate_to: localhost
+      become: false
+      check_mode: false
+      changed_when: false  # the test's own file: not a change of the host's
+"""
+
+
+@dataclass(frozen=True)
+class PlainRun:
+    seconds: float
+    expected: Mapping[str, Mapping[str, object]]  # provision apply's plan document, before
+    seen: Mapping[str, Mapping[str, object]]  # what the hosts held after site.yml
+    roles: Mapping[str, set[str]]  # roles that ran a task on each host
+    changed: Mapping[str, int]  # PLAY RECAP
+    output: str
+
+
+@pytest.fixture(scope="module")
+def site_lab(running_or_session_lab: Callable[[str], RunningLab]) -> RunningLab:
+    return running_or_session_lab("GPUPROV_TEST_LAB")
+
+
+@pytest.fixture(scope="module")
+def bare_inventory(site_lab: RunningLab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The lab's hosts with the lab's own group_vars (lab.yml) and test_verify_lab.py's
+    policy; nothing from inventory/group_vars/."""
+    root = tmp_path_factory.mktemp("without-provision")
+    inventory = root / "inventory.ini"
+    shutil.copy(site_lab.inventory, inventory)
+    (root / "group_vars").mkdir()
+    lab_vars = site_lab.inventory.parent / "group_vars" / "lab.yml"
+    (root / "group_vars" / "lab.yml").symlink_to(lab_vars.resolve())
+    (root / "group_vars" / "gpu_nodes.yml").write_text(
+        "---\n" + yaml.safe_dump(DRIVER_REPO_VARS, default_flow_style=False)
+    )
+    (root / "host_vars").mkdir()
+    (root / "host_vars" / f"{site_lab.host_for('debian12')}.yml").write_text(
+        "---\n" + yaml.safe_dump({"nvidia_driver_version": PINNED_580})
+    )
+    assert not any(p.resolve().parent == REPO / "inventory" for p in root.rglob("*"))
+    return inventory
+
+
+def _provision_plan(inventory: Path) -> dict[str, dict[str, object]]:
+    """The plan document `provision apply` passes for `inventory` (its own functions)."""
+    fleet = pipeline._load_inventory(str(inventory), None)
+    detected = pipeline._detect(fleet, Console(quiet=True))
+    assert not detected.errors, detected.errors
+    _, plans = pipeline._plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
+    assert not any(p.blocked for p in plans.values()), {h: p.blockers for h, p in plans.items()}
+    return pipeline._document_vars(list(fleet.hosts), plans)
+
+
+def _roles_run(output: str, hosts: list[str]) -> dict[str, set[str]]:
+    """From the default callback's output: the roles with a task ok/changed on each host."""
+    ran: dict[str, set[str]] = {h: set() for h in hosts}
+    for block in output.split("\nTASK [")[1:]:
+        header = block.split("]", 1)[0]
+        match = re.match(r"gpuprov\.nvidia\.(\w+) : ", header)
+        if not match or match.group(1) == "driver_upgrade":
+            continue  # driver_upgrade runs around the driver role (pre/post tasks)
+        for host in hosts:
+            if re.search(rf"^(ok|changed): \[{re.escape(host)}\]", block, re.M):
+                ran[host].add(match.group(1))
+    return ran
+
+
+def _recap(output: str) -> dict[str, int]:
+    recap = output.split("PLAY RECAP", 1)[-1]
+    found = re.finditer(r"^(\S+)\s+: .*changed=(\d+)", recap, re.M)
+    return {m.group(1): int(m.group(2)) for m in found}
+
+
+def _plain_run(inventory: Path, work: Path) -> PlainRun:
+    expected = _provision_plan(inventory)
+    work.mkdir()
+    playbook = work / "site-and-dump.yml"
+    playbook.write_text(DUMP_PLAY.format(site=REPO / "playbooks" / "site.yml"))
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")},
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    argv = [str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook)]
+    start = time.monotonic()
+    done = subprocess.run(
+        [*argv, "-e", f"test_dump_dir={work}"],
+        cwd=REPO,  # a checkout: its ansible.cfg, its collections/
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
+    seconds = time.monotonic() - start
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    hosts = sorted(expected)
+    seen = {h: json.loads((work / f"{h}.json").read_text()) for h in hosts}
+    return PlainRun(seconds, expected, seen, _roles_run(output, hosts), _recap(output), output)
+
+
+@pytest.fixture(scope="module")
+def runs(
+    site_lab: RunningLab, bare_inventory: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[PlainRun, PlainRun]:
+    for name in site_lab.hosts:  # the simulator's kernel, as test_verify_lab.py prepares it
+        done = site_lab.ssh(name, SIMULATOR_KERNEL, timeout=600)
+        assert done.returncode == 0, f"{name}: {done.stderr}"
+    work = tmp_path_factory.mktemp("plain-runs")
+    first = _plain_run(bare_inventory, work / "first")
+    second = _plain_run(bare_inventory, work / "second")
+    print(
+        f"\nplain site.yml: first run {first.seconds:.0f} s (changed {dict(first.changed)}), "
+        f"second {second.seconds:.0f} s (changed {dict(second.changed)})"
+    )
+    for block in first.output.split("\nTASK [")[1:]:  # what the first run changed, if any
+        if re.search(r"^changed: ", block, re.M):
+            print("  first run changed: " + block.split("]", 1)[0])
+    return first, second
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["first", "second"])
+def test_the_roles_receive_what_provision_would_pass(
+    runs: tuple[PlainRun, PlainRun], which: int
+) -> None:
+    run = runs[which]
+    assert set(run.seen) == set(run.expected)
+    for host, document in run.expected.items():
+        assert run.seen[host] == document, host
+        planned = document["gpuprov_roles"]
+        assert isinstance(planned, list) and run.roles[host] == set(planned), run.output[-3000:]
+        # what the planner decided for a p5 host: the NVSwitches' fabric manager
+        assert document["nvidia_driver_fabricmanager"] is True
+
+
+def test_the_second_run_changes_nothing(runs: tuple[PlainRun, PlainRun]) -> None:
+    second = runs[1]
+    assert set(second.changed) == set(second.expected)
+    assert all(n == 0 for n in second.changed.values()), (second.changed, second.output[-4000:])
