@@ -68,10 +68,15 @@ def role_inputs(
 
 @cache
 def code_digest(role: str, roles_dir: Path = paths.ROLES_DIR) -> str:
-    """sha256 over the role's own files and the record task: a new gpuprov runs it again."""
+    """sha256 over the role's own files (its documentation aside) and the record task: a new
+    gpuprov runs it again."""
     h = hashlib.sha256()
     root = roles_dir / role
-    files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    files = sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".md"
+    )
     for name, path in [*((str(p.relative_to(root)), p) for p in files), ("@record", RECORD_TASKS)]:
         h.update(f"{name}\0".encode())
         h.update(path.read_bytes())

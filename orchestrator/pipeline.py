@@ -377,18 +377,21 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
     from orchestrator import converged
     from orchestrator.progress import ApplyProgress
 
-    skips = converged.fleet_skips(
-        targets,
-        plans,
-        _document_vars(targets, plans, policies),
-        fleet.hostvars,
-        detected.raw,
-        full=bool(getattr(args, "full", False)),
-        # -e can override what the plan decided: such a run records no input digest
-        trusted=not options.extra_vars,
-    )
-    if not skips.run:  # every role of every host converged: no playbook at all
-        return _Applied(fleet, detected, policies, plans, skips.result(run_dir, args.check, None))
+    with timing.stage("apply", targets):  # the decision included (Ansible's spans widen it)
+        skips = converged.fleet_skips(
+            targets,
+            plans,
+            _document_vars(targets, plans, policies),
+            fleet.hostvars,
+            detected.raw,
+            full=bool(getattr(args, "full", False)),
+            # -e can override what the plan decided: such a run records no input digest
+            trusted=not options.extra_vars,
+        )
+        if not skips.run:  # every role of every host converged: no playbook at all
+            result = skips.result(run_dir, args.check, None)
+    if not skips.run:
+        return _Applied(fleet, detected, policies, plans, result)
     with ApplyProgress(console, tuple(skips.run)) as progress:
         result = apply_mod.run_playbook(
             inventories=[fleet.inventory_path],

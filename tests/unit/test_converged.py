@@ -250,3 +250,15 @@ def test_a_driver_the_plan_changes_or_an_unfinished_upgrade_always_runs() -> Non
     upgrading = {**raw, "gpuprov-upgrade.txt": "{}\n# exit=0\n"}
     out = cv.fleet_skips(["h"], {"h": _plan()}, {"h": PLANNED}, {}, {"h": upgrading})
     assert not out.decisions["h"]["nvidia_driver"].converged
+
+
+def test_role_documentation_is_not_part_of_the_digest(tmp_path: Path) -> None:
+    (tmp_path / "mig" / "tasks").mkdir(parents=True)
+    (tmp_path / "mig" / "tasks" / "main.yml").write_text("---\n")
+    readme = tmp_path / "mig" / "README.md"
+    readme.write_text("# mig\n")
+    before = cv.code_digest("mig", tmp_path)
+    cv.code_digest.cache_clear()
+    readme.write_text("# mig, documented better\n")
+    assert cv.code_digest("mig", tmp_path) == before
+    cv.code_digest.cache_clear()
