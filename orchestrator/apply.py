@@ -110,6 +110,7 @@ class HostApplyStats:
     failed_tasks: tuple[str, ...] = ()  # "task name: message"
     rescued: int = 0  # failures a block's rescue recovered (not counted in `failed`)
     touched: bool = True  # False: the run stopped (max fail percent) before this host's batch
+    converged: tuple[str, ...] = ()  # "ROLE skipped: converged, digest ..." (converged.py)
 
     @property
     def succeeded(self) -> bool:

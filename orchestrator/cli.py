@@ -51,6 +51,12 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     parser.add_argument(
         "--check", action="store_true", default=d(False), help="apply in check mode with diff"
     )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        default=d(False),
+        help="run every role, also those a host has converged (docs/reruns.md)",
+    )
     parser.add_argument("--report", default=d(None), metavar="PATH", help="write the JSON report")
     parser.add_argument(
         "--junit", default=d(None), metavar="PATH", help="write JUnit XML: a testcase per check"
@@ -188,6 +194,7 @@ STAGE_HELP: dict[str, tuple[str, str]] = {
 # Options only some stages use; any other stage refuses them (dest -> the option's name).
 ROLLOUT_OPTIONS = {
     "check": "--check",
+    "full": "--full",
     "serial": "--serial",
     "max_fail_percent": "--max-fail-percent",
     "max_unavailable": "--max-unavailable",

@@ -422,13 +422,29 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
         )
     run_dir = apply_mod.new_run_dir()
     assert fleet.inventory_path is not None
+    from orchestrator import converged
     from orchestrator.progress import ApplyProgress
 
-    with ApplyProgress(console, tuple(targets)) as progress:
+    with timing.stage("apply", targets):  # the decision included (Ansible's spans widen it)
+        skips = converged.fleet_skips(
+            targets,
+            plans,
+            _document_vars(targets, plans),
+            fleet.hostvars,
+            detected.raw,
+            full=bool(getattr(args, "full", False)),
+            # -e can override what the plan decided: such a run records no input digest
+            trusted=not options.extra_vars,
+        )
+        if not skips.run:  # every role of every host converged: no playbook at all
+            result = skips.result(run_dir, args.check, None)
+    if not skips.run:
+        return _Applied(fleet, detected, policies, plans, result)
+    with ApplyProgress(console, tuple(skips.run)) as progress:
         result = apply_mod.run_playbook(
             inventories=[fleet.inventory_path],
-            hosts=targets,
-            host_vars=_document_vars(targets, plans),
+            hosts=skips.run,
+            host_vars=skips.host_vars,
             run_dir=run_dir,
             check=args.check,
             serial=serial,
@@ -436,10 +452,10 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
             verbosity=args.verbose,
             on_event=progress,
             options=options,
-            routes=_routes(fleet, targets),
+            routes=_routes(fleet, skips.run),
             echo=args.verbose > 0 and not args.json,  # stdout carries the JSON report
         )
-    return _Applied(fleet, detected, policies, plans, result)
+    return _Applied(fleet, detected, policies, plans, skips.result(run_dir, args.check, result))
 
 
 def run_apply(args: argparse.Namespace) -> int:
@@ -551,8 +567,10 @@ def run_all(args: argparse.Namespace) -> int:
     validation: dict[str, rep.StageResult] = {}
     verification: dict[str, rep.StageResult] = {}
     if ok and not args.check:
-        # The hosts changed: validate and verify what they are now, not what they were.
-        after = _detect(done.fleet, console)
+        # The hosts changed: validate and verify what they are now, not what they were
+        # (no playbook ran: every role was converged, the first detection still holds).
+        ran = done.result is not None and done.result.status != "skipped"
+        after = _detect(done.fleet, console) if ran else done.detected
         validation = _validation(done.fleet, ok, after, done.plans, done.policies, args)
         assert done.result is not None
         verification = _verify_hosts(

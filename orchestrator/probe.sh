@@ -199,6 +199,79 @@ cdi_specs() {
     return 0
 }
 
+# Convergence records (issue 20, docs/reruns.md): each role writes, at the end of a
+# successful run, /var/lib/gpuprov/converged/<role>.json with the state it owns as lines
+# "KIND NAME VALUE..." (file, pkg, unit, module). converged_state prints those lines for the
+# items it is given; the roles record its output (playbooks/tasks/converged-record.yml runs
+# `probe.sh converged-state ITEM...`) and the probe prints it again for the items each record
+# lists, so the recorded and the live state come from this one function.
+CONVERGED=${GPUPROV_CONVERGED_DIR:-/var/lib/gpuprov/converged}  # the variable: unit tests
+converged_state() {
+    for item in "$@"; do
+        kind=${item%% *}
+        name=${item#* }
+        case $kind in
+        file)
+            if [ -f "$name" ] && s=$(sha256sum <"$name" 2>/dev/null); then
+                printf 'file %s %s\n' "$name" "${s%% *}"
+            else
+                printf 'file %s missing\n' "$name"
+            fi
+            ;;
+        pkg)
+            if have dpkg-query; then
+                # shellcheck disable=SC2016 # dpkg-query's format syntax
+                s=$(dpkg-query -W -f='${db:Status-Status} ${Version} ${db:Status-Want}' \
+                    -- "$name" 2>/dev/null)
+                case $s in
+                installed\ *) s=${s#installed } ;;
+                *) s='missing -' ;;
+                esac
+            elif have rpm; then
+                s=$(rpm -q --qf '%{EPOCHNUM}:%{VERSION}-%{RELEASE}' -- "$name" 2>/dev/null) ||
+                    s=missing
+                w=install
+                for f in /etc/dnf/plugins/versionlock.list /etc/yum/pluginconf.d/versionlock.list; do
+                    [ -r "$f" ] && grep -q "^$name-[0-9]" "$f" && w=hold
+                done
+                s="$s $w"
+            else
+                s='missing -'
+            fi
+            printf 'pkg %s %s\n' "$name" "$s"
+            ;;
+        unit)
+            e=$(systemctl is-enabled -- "$name" 2>/dev/null) || e=${e:-missing}
+            a=$(systemctl is-active -- "$name" 2>/dev/null) || a=${a:-missing}
+            printf 'unit %s %s %s\n' "$name" "$e" "$a"
+            ;;
+        module)
+            rd "/sys/module/$name/version"
+            printf 'module %s %s\n' "$name" "${v:-missing}"
+            ;;
+        *) printf 'unknown %s\n' "$item" ;;
+        esac
+    done
+}
+
+if [ "${1-}" = converged-state ]; then
+    shift
+    converged_state "$@"
+    exit 0
+fi
+
+# converged_live RECORD: the live state of the items RECORD lists (its "state" lines).
+converged_live() {
+    set -f
+    old=$IFS
+    IFS='
+'
+    # shellcheck disable=SC2046 # one item a line: split on newlines only, no globbing
+    converged_state $(sed -n -E 's/^ *"(file|pkg|unit|module) ([^ "]+) .*$/\1 \2/p' "$1")
+    IFS=$old
+    set +f
+}
+
 cap os-release.txt cat /etc/os-release
 cap uname-r.txt uname -r
 cap uname-m.txt uname -m
@@ -325,6 +398,15 @@ kernels() {
 cap kernels.txt kernels
 # an unfinished driver upgrade leaves the host drained (roles/driver_upgrade)
 [ -f /var/lib/gpuprov/upgrade.json ] && cap gpuprov-upgrade.txt cat /var/lib/gpuprov/upgrade.json
+for r in "$CONVERGED"/*.json; do
+    [ -f "$r" ] || continue
+    role=${r##*/}
+    role=${role%.json}
+    # converged-ROLE.json and converged-ROLE-live.txt (orchestrator/parsers/converged.py)
+    live=converged-$role-live.txt
+    capo "converged-$role.json" cat "$r"
+    capo "$live" converged_live "$r"
+done
 # the lab's GPU simulator marker (tests/lab/gpusim): every GPU fact of this host is simulated
 for f in /etc/gpusim/profile.yaml /etc/gpusim/profile; do
     if [ -f "$f" ]; then

@@ -170,6 +170,7 @@ def _apply_dict(stats: HostApplyStats) -> dict[str, object]:
         "rescued": stats.rescued,
         "touched": stats.touched,
         "changed_tasks": list(stats.changed_tasks),
+        "converged": list(stats.converged),
         "failed_tasks": list(stats.failed_tasks),
     }
 
@@ -399,6 +400,8 @@ def _changed_cell(stats: HostApplyStats | None) -> str:
         text += ": " + "; ".join(shown) + ("; ..." if len(stats.changed_tasks) > 3 else "")
     if stats.failed_tasks:
         text += f", {len(stats.failed_tasks)} failed (below)"
+    if stats.converged:
+        text += "; " + "; ".join(stats.converged)
     return text
 
 

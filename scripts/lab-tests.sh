@@ -20,13 +20,14 @@ tests/lab/gpusim/build-shim >/dev/null
 PYTHONPATH=tests/lab "$venv/bin/python" -m aptrepo build >/dev/null || exit 1
 
 # Group a: the session lab's converged hosts (driver with DKMS, verify, runtime roles...).
-# (Each group keeps the files' alphabetical order, the order of one serial run.)
+# (Each group keeps the files' alphabetical order, the order of one serial run; the rerun
+# test last, on the hosts test_verify_lab.py converged.)
 a=(tests/lab/test_bastion_lab.py tests/lab/test_become_lab.py tests/lab/test_detect_lab.py
   tests/lab/test_gpusim_lab.py
   tests/lab/test_plan_precedence_lab.py tests/lab/test_role_docker.py
   tests/lab/test_role_nvidia_container_toolkit.py tests/lab/test_role_nvidia_driver.py
   tests/lab/test_validate_lab.py tests/lab/test_verify_lab.py tests/lab/test_wheel_lab.py
-  tests/lab/test_without_provision_lab.py)
+  tests/lab/test_without_provision_lab.py tests/lab/test_rerun_lab.py)
 # Group b: tests that bring up labs of their own.
 b=(tests/lab/test_aptrepo_replay_lab.py tests/lab/test_kernel_updates_lab.py
   tests/lab/test_lab_engine.py tests/lab/test_nvlink5_lab.py tests/lab/test_role_dnf.py

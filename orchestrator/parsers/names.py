@@ -42,6 +42,9 @@ PROC_UPTIME = "proc-uptime.txt"
 UPGRADE_STATE = "gpuprov-upgrade.txt"  # roles/driver_upgrade's state file (JSON)
 INFINIBAND_VPD = "infiniband-vpd.txt"  # SW_MNG marks of /sys/class/infiniband/*/device/vpd
 KERNELS = "kernels.txt"  # installed kernels, their NVIDIA modules, the boot default, MOK state
+# One pair per convergence record on the host (parsers/converged.py, not in PROBE_FILES):
+# converged-ROLE.json (the record) and converged-ROLE-live.txt (its items' state now).
+CONVERGED_PREFIX = "converged-"
 
 # Files the probe writes (nccl-tests, torch and measure-* come from validation, not detection).
 PROBE_FILES: tuple[str, ...] = (

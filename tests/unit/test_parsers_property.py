@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.parsers import ParseError, names, parse_host
+from orchestrator.parsers.converged import parse_record, parse_records
 from orchestrator.parsers.driver_version import parse_driver_version, parse_nvrm_line
 from orchestrator.parsers.gpus_information import parse_gpus_information
 from orchestrator.parsers.infiniband import parse_infiniband_vpd
@@ -84,6 +85,11 @@ PARSERS: dict[str, tuple[Callable[[str], Any], str | None]] = {
     "parse_sysfs_pci": (parse_sysfs_pci, names.SYSFS_PCI),
     "parse_topo": (parse_topo, names.SMI_TOPO),
     "parse_host": (lambda text: parse_host("h", {names.SYSFS_PCI: text}), names.SYSFS_PCI),
+    "parse_record": (lambda text: parse_record("docker", text, text), None),
+    "parse_records": (
+        lambda text: parse_records({"converged-mig.json": text, "converged-mig-live.txt": text}),
+        None,
+    ),
 }
 
 BOUND_S = 2.0  # per call, on a loaded 2-core CI machine; every parser is linear

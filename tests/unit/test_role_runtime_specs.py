@@ -60,7 +60,9 @@ def test_main_only_dispatches_to_task_files_that_exist(role: str) -> None:
         assert module in DISPATCH, f"{role}: {task['name']} runs {module}"
         target = task[module]
         if module.endswith("_tasks"):
-            if "{{" in target:  # per-OS installer: every OS data file names an existing one
+            if target.startswith("{{ role_path }}/"):  # a shared task file (the record's)
+                assert (ROLES / role / target.removeprefix("{{ role_path }}/")).is_file(), target
+            elif "{{" in target:  # per-OS installer: every OS data file names an existing one
                 for vars_file in (ROLES / role / "vars").glob("*.yml"):
                     setup = {k: v for k, v in _load(vars_file).items() if k.endswith("_setup")}
                     for value in setup.values():
