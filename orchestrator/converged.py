@@ -88,13 +88,23 @@ def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
+# Left out of the digest: the planner writes the exact driver version only once a driver is
+# loaded (an unpinned plan keeps what is there), so the plan that installed the driver ("")
+# and every plan after it ("580.159.04") would differ, and the first rerun after a converge
+# would run every role again. What the version decides is judged elsewhere: a plan whose
+# version or branch differs from the loaded driver changes it (`_must_run`), and the record
+# holds the installed packages' versions and the loaded module's (its live state).
+NOT_DIGESTED = frozenset({"nvidia_driver_version"})
+
+
 def input_digest(role: str, planned: Mapping[str, object], inventory: Mapping[str, object]) -> str:
     """The digest a role records and a later plan is compared with (one definition: the role
     records what `provision apply` passed, it computes nothing itself)."""
+    inputs = role_inputs(role, planned, inventory)
     body = {
         "schema": SCHEMA,
         "role": role,
-        "inputs": role_inputs(role, planned, inventory),
+        "inputs": {k: v for k, v in inputs.items() if k not in NOT_DIGESTED},
         "code": code_digest(role),
     }
     return hashlib.sha256(_canonical(body).encode()).hexdigest()

@@ -262,3 +262,31 @@ def test_role_documentation_is_not_part_of_the_digest(tmp_path: Path) -> None:
     readme.write_text("# mig, documented better\n")
     assert cv.code_digest("mig", tmp_path) == before
     cv.code_digest.cache_clear()
+
+
+def test_the_plan_after_the_first_converge_has_the_same_digests() -> None:
+    """Before the first converge no driver is loaded and the plan leaves the version to the
+    role (""); afterwards the planner writes the loaded version: the digests must not differ,
+    or the first rerun after a converge would run every role again. The driver still runs
+    whenever the plan changes the loaded driver (the plan's `change`)."""
+    from orchestrator.catalog import default_catalog
+    from orchestrator.factsdir import load_host
+    from orchestrator.parsers import parse_host
+    from orchestrator.plan import plan_host
+    from orchestrator.policy import Policy
+
+    root = Path(__file__).resolve().parents[2]
+    before = parse_host("h", load_host(root / "tests/unit/fixtures_derived/h200x2-nodriver"))
+    after = parse_host("h", load_host(root / "tests/recorded/fixtures/real/h200x2-ubuntu2404-580"))
+    catalog = default_catalog()
+    plans = [plan_host(f, Policy("h"), catalog) for f in (before, after)]
+    docs = [p.typed.document_vars() for p in plans]
+    assert docs[0]["nvidia_driver_version"] != docs[1]["nvidia_driver_version"]  # "" -> loaded
+    roles = [r.name for r in plans[1].roles]
+    assert cv.plan_digests(roles, docs[0], {}) == cv.plan_digests(roles, docs[1], {})
+    assert cv._must_run(plans[0], {}) == {"nvidia_driver": "the plan changes the loaded driver"}
+    assert cv._must_run(plans[1], {}) == {}
+    pinned = {**docs[1], "nvidia_driver_branch": 575}
+    assert cv.input_digest("nvidia_driver", pinned, {}) != cv.input_digest(
+        "nvidia_driver", docs[1], {}
+    )
