@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_detect import Row, _fmt, _timed_call, _tool  # noqa: E402
 
 from orchestrator.lab import engine, images, keys, labnetwork  # noqa: E402
-from orchestrator.lab.container import LAB_LABEL  # noqa: E402
+from orchestrator.lab.container import HOST_RIGHTS, LAB_LABEL  # noqa: E402
 from orchestrator.lab.hosts import lab_paths, resolve_profile  # noqa: E402
 
 GPUSIM = ROOT / "tests" / "lab" / "gpusim"
@@ -247,16 +247,7 @@ def up(lab: str, count: int, profile: str, os_name: str, say: bool = True) -> Fl
             container,
             "--network",
             network,
-            "--cap-add",
-            "ALL",
-            "--cap-drop",
-            "SYS_MODULE",
-            "--cap-drop",
-            "SYS_TIME",
-            "--cap-drop",
-            "SYS_RESOURCE",
-            "--security-opt",
-            "seccomp=unconfined",
+            *HOST_RIGHTS,
             "--tmpfs",
             "/run",
             "--tmpfs",

@@ -8,16 +8,14 @@ public transcripts (tests/unit/test_kernels_dnf.py)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
+from roleplay import run_plays  # noqa: E402
+
 TASKS = REPO / "roles" / "nvidia_driver" / "tasks" / "kernels-dnf.yml"
 A, B, C = (
     "5.14.0-162.22.2.el9_1.x86_64",
@@ -79,17 +77,7 @@ def worked_out(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]
         }
         for case, (matched, lines) in CASES.items()
     ]
-    (tmp / "p.yml").write_text(yaml.safe_dump(plays), "utf-8")
-    proc = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", "p.yml"],
-        cwd=tmp,
-        env={**os.environ, "ANSIBLE_PYTHON_INTERPRETER": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    run_plays(tmp, ["localhost"], plays)
     return {case: json.loads((tmp / f"{case}.json").read_text()) for case in CASES}
 
 

@@ -10,8 +10,6 @@ runs the same data with real dnf.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
-from roleplay import ANSIBLE_PLAYBOOK, result, run_plays  # noqa: E402
+from roleplay import result, run_plays  # noqa: E402
 from rpmrepo import model  # noqa: E402
 
 REF = model.load_reference()
@@ -269,17 +267,7 @@ def test_lockstep_plan_across_a_branch_change_keeps_installed_headers(tmp_path: 
             ],
         }
     ]
-    (tmp_path / "p.yml").write_text(yaml.safe_dump(play), "utf-8")
-    proc = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", "p.yml"],
-        cwd=tmp_path,
-        env={**os.environ, "ANSIBLE_PYTHON_INTERPRETER": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    run_plays(tmp_path, ["localhost"], play)
     install, retire, unlock = json.loads((tmp_path / "out.json").read_text())
     assert install == [
         "nvidia-driver-cuda-580.95.05",
