@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator import paths
-from orchestrator.errors import BadInputError
+from . import paths
+from .errors import BadInputError
 
 # gpuprov's ansible.cfg keys whose relative value is a path inside the collection or the state.
 _FACT_CACHE = ("defaults", "fact_caching_connection")

@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import ansiblecfg, paths
-from orchestrator.errors import BadInputError, HostError
-from orchestrator.plandoc import write_plan_document
+from . import ansiblecfg, paths
+from .errors import BadInputError, HostError
+from .plandoc import write_plan_document
 
 if TYPE_CHECKING:
-    from orchestrator.inventory import VaultOptions
+    from .inventory import VaultOptions
 
 REPO_ROOT = paths.SOURCE_ROOT  # the checkout, or the wheel's bundle
 SITE_PLAYBOOK = paths.SITE_PLAYBOOK
@@ -84,7 +84,7 @@ class AnsibleOptions:
 
     def vault(self) -> VaultOptions:
         """The same vault secrets for gpuprov's own reading of the inventory."""
-        from orchestrator.inventory import VaultOptions
+        from .inventory import VaultOptions
 
         return VaultOptions(self.vault_ids, self.vault_password_files, self.vault_password)
 

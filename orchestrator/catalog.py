@@ -19,7 +19,7 @@ from typing import Literal, cast
 
 import yaml
 
-from orchestrator.errors import CatalogError
+from .errors import CatalogError
 
 # libyaml's safe loader where PyYAML was built with it: the catalog is read by every command,
 # and the pure-Python loader takes about 0.15 s for it, libyaml's about 0.01 s.

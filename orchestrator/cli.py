@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from orchestrator.errors import EXIT_BAD_INPUT, BadInputError, GpuprovError
+from .errors import EXIT_BAD_INPUT, BadInputError, GpuprovError
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout closed it
@@ -220,7 +220,7 @@ def version() -> str:
     """gpuprov's version: its one source, orchestrator/__init__.py (pyproject reads it too).
     Not the package metadata: looking it up scans every installed distribution, 0.5 s and
     more in a large environment (seen on the GPU machine's 7 GB PyTorch venv)."""
-    from orchestrator import __version__
+    from . import __version__
 
     return __version__
 
@@ -358,8 +358,8 @@ def check_arguments(args: argparse.Namespace) -> None:
                 fix=f"drop {' '.join(given)}, or run `provision apply` (--check for a dry run)",
             )
     else:
-        from orchestrator.apply import check_options
-        from orchestrator.rollout import count
+        from .apply import check_options
+        from .rollout import count
 
         check_options(args.serial, args.max_fail_percent)
         if args.max_unavailable is not None:
@@ -385,7 +385,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 def _interrupted(args: argparse.Namespace) -> None:
     """Ctrl-C: say which hosts were mid-change and leave the run's report."""
-    from orchestrator.interrupt import interrupted_report
+    from .interrupt import interrupted_report
 
     for line in interrupted_report(args):
         print(f"provision: {line}", file=sys.stderr)
@@ -395,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.started = dt.datetime.now(dt.UTC)  # the report's start: before detection, not after
     try:
-        from orchestrator import timing
+        from . import timing
 
         timing.reset()
         check_arguments(args)

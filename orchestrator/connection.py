@@ -37,8 +37,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.errors import HostError, InventoryError
-from orchestrator.inventory import InventoryHost
+from .errors import HostError, InventoryError
+from .inventory import InventoryHost
 
 _ARG_VARS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
 

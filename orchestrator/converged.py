@@ -26,13 +26,13 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator import paths
-from orchestrator.parsers.converged import RoleRecord, parse_records
-from orchestrator.parsers.names import UPGRADE_STATE
+from . import paths
+from .parsers.converged import RoleRecord, parse_records
+from .parsers.names import UPGRADE_STATE
 
 if TYPE_CHECKING:
-    from orchestrator.apply import ApplyResult
-    from orchestrator.plan import HostPlan
+    from .apply import ApplyResult
+    from .plan import HostPlan
 
 ROLE_ORDER = ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig")
 # A role's inputs include those of the roles whose state it builds on: the toolkit's CDI
@@ -214,8 +214,8 @@ class FleetSkips:
         """The apply result of every target: the playbook's for the hosts it ran on (None:
         it ran on none), an untouched success for the converged ones, each with its skip
         lines. The plan document in `run_dir` covers every target (verification reads it)."""
-        from orchestrator.apply import ApplyResult, HostApplyStats
-        from orchestrator.plandoc import write_plan_document
+        from .apply import ApplyResult, HostApplyStats
+        from .plandoc import write_plan_document
 
         plan_file = write_plan_document(run_dir, self.host_vars)
         hosts: dict[str, HostApplyStats] = {}

@@ -32,10 +32,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator import connection
-from orchestrator.errors import HostError
-from orchestrator.inventory import Inventory, InventoryHost
-from orchestrator.probe import probe_script, split_output
+from . import connection
+from .errors import HostError
+from .inventory import Inventory, InventoryHost
+from .probe import probe_script, split_output
 
 CONNECT_TIMEOUT_S = 10
 

@@ -20,8 +20,8 @@ from typing import Any
 import jinja2
 import yaml
 
-from orchestrator import paths
-from orchestrator.catalog import SAFE_LOADER
+from . import paths
+from .catalog import SAFE_LOADER
 
 ROLE = paths.ROLES_DIR / "nvidia_driver"
 

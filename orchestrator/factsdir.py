@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.errors import BadInputError
+from .errors import BadInputError
 
 RawFacts = dict[str, str]  # file name -> text
 

@@ -12,7 +12,7 @@ import contextlib
 import datetime as dt
 from pathlib import Path
 
-from orchestrator.progress import last_run
+from .progress import last_run
 
 ARTIFACTS = Path("artifacts")
 
@@ -35,7 +35,7 @@ def interrupted_document(
     targets: tuple[str, ...],
     artifact_dir: Path | None,
 ) -> dict[str, object]:
-    from orchestrator.report import GPUPROV_VERSION, REPORT_SCHEMA, SCHEMA_VERSION
+    from .report import GPUPROV_VERSION, REPORT_SCHEMA, SCHEMA_VERSION
 
     finished = dt.datetime.now(dt.UTC)
     return {
@@ -57,7 +57,7 @@ def interrupted_document(
 
 def interrupted_report(args: argparse.Namespace) -> list[str]:
     """What to tell the user; writes the report where it can."""
-    from orchestrator.report import write_document
+    from .report import write_document
 
     progress = last_run()
     started = getattr(args, "started", None)

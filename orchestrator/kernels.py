@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator.facts import HostFacts, InstalledKernel, KernelState
+from .facts import HostFacts, InstalledKernel, KernelState
 
 # The certificate dkms signs with when framework.conf sets none (see the module docstring).
 DKMS_CERT_UBUNTU = "/var/lib/shim-signed/mok/MOK.der"

@@ -25,9 +25,9 @@ from typing import Any
 
 import yaml
 
-from orchestrator import paths
-from orchestrator.catalog import SAFE_LOADER
-from orchestrator.errors import CatalogError
+from . import paths
+from .catalog import SAFE_LOADER
+from .errors import CatalogError
 
 REPO_ROOT = paths.SOURCE_ROOT  # the checkout, or the wheel's bundle
 ROLES_DIR = REPO_ROOT / "roles"

@@ -39,11 +39,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import BadInputError
-from orchestrator.parsers.mig import GiPlacementRow, GiProfileRow
+from .errors import BadInputError
+from .parsers.mig import GiPlacementRow, GiProfileRow
 
 if TYPE_CHECKING:  # the catalog needs PyYAML; hosts running the boot unit have only this file
-    from orchestrator.catalog import GpuModel
+    from .catalog import GpuModel
 
 LAYOUT_DISABLED = "disabled"
 # Every MIG GPU in the catalog (A100, H100, H200): 8 memory slices, 7 compute slices

@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.errors import GpuprovError, HostError
-from orchestrator.mig import GpuLayout, gpus_from_smi, parse_config, validate_layout
-from orchestrator.parsers.mig import (
+from .errors import GpuprovError, HostError
+from .mig import GpuLayout, gpus_from_smi, parse_config, validate_layout
+from .parsers.mig import (
     NOTHING_TO_LIST,
     ComputeInstanceRow,
     GpuInstanceRow,

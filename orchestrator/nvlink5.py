@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator.facts import HostFacts
+from .facts import HostFacts
 
 # NVIDIA installs nvlsm and infiniband-diags only for branches >= 570 (packages.yaml
 # cuda_apt.branches["570"].nvlink5_extra, source gdc_nvlink570, confirmed).

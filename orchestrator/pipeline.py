@@ -23,19 +23,19 @@ from typing import TYPE_CHECKING, Any, cast
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator import apply as apply_mod
-from orchestrator import report as rep
-from orchestrator import rollout, timing
-from orchestrator.catalog import Catalog, default_catalog
-from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError
-from orchestrator.facts import HostFacts
+from . import apply as apply_mod
+from . import report as rep
+from . import rollout, timing
+from .catalog import Catalog, default_catalog
+from .errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError
+from .facts import HostFacts
 
 if TYPE_CHECKING:  # planning is imported where it runs: `provision detect` never plans
-    from orchestrator.plan import HostPlan
-    from orchestrator.policy import Policy
+    from .plan import HostPlan
+    from .policy import Policy
 
 if TYPE_CHECKING:
-    from orchestrator.inventory import VaultOptions
+    from .inventory import VaultOptions
 
 RawFacts = dict[str, str]
 GPU_GROUP = "gpu_nodes"
@@ -83,7 +83,7 @@ def _load_inventory(
 
     Only members of `gpu_nodes` (the group the site playbook converges) are provisioned
     when the inventory has that group."""
-    from orchestrator.inventory import load_inventory
+    from .inventory import load_inventory
 
     if not path:
         raise BadInputError(
@@ -113,9 +113,9 @@ def _load_inventory(
 
 def _detect(fleet: Fleet, console: Console) -> Detected:
     """orchestrator.detect: the fleet's hosts probed in parallel, one SSH round-trip each."""
-    from orchestrator.detect import detect_hosts
-    from orchestrator.inventory import Inventory
-    from orchestrator.parsers import parse_host
+    from .detect import detect_hosts
+    from .inventory import Inventory
+    from .parsers import parse_host
 
     inv = cast(Inventory, fleet.handle)
     start = timing.now()
@@ -131,9 +131,9 @@ def _detect(fleet: Fleet, console: Console) -> Detected:
 def _executor(fleet: Fleet, host: str) -> Any:
     """How validation reaches a host: locally, or `ssh` with the inventory's host key files
     (StrictHostKeyChecking: an unknown key is refused, never accepted)."""
-    from orchestrator.connection import become_of, ssh_argv  # the same route as detection's
-    from orchestrator.inventory import Inventory
-    from orchestrator.validate.runner import SubprocessExecutor
+    from .connection import become_of, ssh_argv  # the same route as detection's
+    from .inventory import Inventory
+    from .validate.runner import SubprocessExecutor
 
     h = cast(Inventory, fleet.handle).host(host)
     become = become_of(h)  # sudo as detection runs it; a password answered on stdin
@@ -181,8 +181,8 @@ def _document_vars(
 
 def _becomes(fleet: Fleet, hosts: Sequence[str]) -> dict[str, Any]:
     """Hosts whose sudo wants a password: their become (connection.py), for verify."""
-    from orchestrator.connection import become_of
-    from orchestrator.inventory import Inventory
+    from .connection import become_of
+    from .inventory import Inventory
 
     if not isinstance(fleet.handle, Inventory):
         return {}
@@ -200,8 +200,8 @@ def _verify_hosts(
 ) -> dict[str, rep.StageResult]:
     """orchestrator.verify: the testinfra suite against the planned state, read from the plan
     document the hosts were applied with (`plan_file`), else one written from the plans."""
-    from orchestrator.plandoc import write_plan_document
-    from orchestrator.verify.runner import routed_inventory, run_suite, workers_for
+    from .plandoc import write_plan_document
+    from .verify.runner import routed_inventory, run_suite, workers_for
 
     if plan_file is None:
         plan_file = write_plan_document(workdir, _document_vars(hosts, plans))
@@ -241,7 +241,7 @@ def _verify_hosts(
 def _console(args: argparse.Namespace) -> Console:
     # Tables go to stderr when stdout carries JSON.
     if getattr(args, "junit", None):  # bad input before any work
-        from orchestrator.validate.junit import check_path
+        from .validate.junit import check_path
 
         check_path(args.junit)
     return Console(stderr=bool(getattr(args, "json", False)), highlight=False)
@@ -254,8 +254,8 @@ def _plan(
     origins: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[dict[str, Policy], dict[str, HostPlan]]:
     """Policies of every host first (all problems at once), then plans; both bad input."""
-    from orchestrator.plan import plan_fleet
-    from orchestrator.policy import load_policies
+    from .plan import plan_fleet
+    from .policy import load_policies
 
     with timing.stage("plan", facts):
         policies = load_policies({h: hostvars.get(h, {}) for h in facts}, origins)
@@ -282,7 +282,7 @@ def _finish(args: argparse.Namespace, console: Console, report: rep.RunReport) -
     rep.render_report(console, report)
     _write_report(args, report)
     if getattr(args, "junit", None):
-        from orchestrator.validate.junit import write_junit
+        from .validate.junit import write_junit
 
         write_junit(args.junit, report)
     if getattr(args, "json", False):
@@ -303,7 +303,7 @@ def run_detect(args: argparse.Namespace) -> int:
     console = _console(args)
     fleet, detected = _detect_fleet(args, console)
     if getattr(args, "save", None):
-        from orchestrator.factsdir import save_dir
+        from .factsdir import save_dir
 
         root = save_dir(args.save, detected.raw)
         console.print(f"raw outputs of {len(detected.raw)} host(s) saved under {root}")
@@ -324,7 +324,7 @@ def _limit_saved(
     over its host names, with the groups the inventory (-i) gives them."""
     if not limit:
         return dict(raw)
-    from orchestrator.inventory import Inventory, match_limit
+    from .inventory import Inventory, match_limit
 
     groups: dict[str, tuple[str, ...]] = {}
     if fleet is not None:
@@ -338,8 +338,8 @@ def run_plan(args: argparse.Namespace) -> int:
     catalog = default_catalog()
     errors: Mapping[str, str] = {}
     if getattr(args, "facts", None):
-        from orchestrator.factsdir import load_dir
-        from orchestrator.parsers import parse_host
+        from .factsdir import load_dir
+        from .parsers import parse_host
 
         saved = load_dir(args.facts)
         inventory = _load_inventory(args.inventory, None, args) if args.inventory else None
@@ -383,8 +383,8 @@ class _Applied:
 
 def _routes(fleet: Fleet, hosts: Sequence[str]) -> dict[str, str]:
     """Hosts behind a jump host: the checked route Ansible takes to them (connection.py)."""
-    from orchestrator.connection import ansible_common_args
-    from orchestrator.inventory import Inventory
+    from .connection import ansible_common_args
+    from .inventory import Inventory
 
     if not isinstance(fleet.handle, Inventory):
         return {}
@@ -422,8 +422,8 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
         )
     run_dir = apply_mod.new_run_dir()
     assert fleet.inventory_path is not None
-    from orchestrator import converged
-    from orchestrator.progress import ApplyProgress
+    from . import converged
+    from .progress import ApplyProgress
 
     with timing.stage("apply", targets):  # the decision included (Ansible's spans widen it)
         skips = converged.fleet_skips(
@@ -518,7 +518,7 @@ def _validation(
             for h, future in zip(todo, futures, strict=True):
                 out[h] = future.result()
         except KeyboardInterrupt:  # only this thread hears Ctrl-C: stop every host's run
-            from orchestrator.validate.runner import interrupt_running
+            from .validate.runner import interrupt_running
 
             interrupt_running()
             raise

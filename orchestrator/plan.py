@@ -15,7 +15,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.catalog import (
+from .catalog import (
     Catalog,
     DriverSource,
     GpuModel,
@@ -23,13 +23,13 @@ from orchestrator.catalog import (
     parse_version,
     version_at_least,
 )
-from orchestrator.driver_packages import PackagesUnavailable, driver_packages
-from orchestrator.errors import PolicyError
-from orchestrator.facts import HostFacts, PciDevice
-from orchestrator.kernels import kernel_notes
-from orchestrator.nvlink5 import plan_nvlink5
-from orchestrator.policy import Policy
-from orchestrator.roleplans import (
+from .driver_packages import PackagesUnavailable, driver_packages
+from .errors import PolicyError
+from .facts import HostFacts, PciDevice
+from .kernels import kernel_notes
+from .nvlink5 import plan_nvlink5
+from .policy import Policy
+from .roleplans import (
     DockerPlan,
     DriverPlan,
     MigPlan,
@@ -666,7 +666,7 @@ def _mig_role(
             notes.warnings.append("mig is in gpuprov_roles but mig_layout is empty: MIG left as is")
         return None
     # Imported here: the MIG layout engine is only needed when a layout is asked for.
-    from orchestrator import mig
+    from . import mig
 
     gpus = []
     for index, model in enumerate(models):

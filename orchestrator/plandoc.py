@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import BadInputError
+from .errors import BadInputError
 
 FORMAT = 1
 VARIABLE = "gpuprov_plan"

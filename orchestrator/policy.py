@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
-from orchestrator.errors import PolicyError
-from orchestrator.knobs import KnobTable, default_table, unknown_knobs
+from .errors import PolicyError
+from .knobs import KnobTable, default_table, unknown_knobs
 
 _TABLE = default_table()
 KNOWN_ROLES: tuple[str, ...] = _TABLE["gpuprov_roles"].choices

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from orchestrator.errors import HostError
+from .errors import HostError
 
 MARKER = "@@gpuprov-probe@@"
 _BEGIN = f"{MARKER} begin "

@@ -23,7 +23,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator import timing
+from . import timing
 
 HEARTBEAT_S = 15.0
 _PACKAGE_ACTIONS = ("apt", "dnf", "yum", "package", "pip")

@@ -22,14 +22,14 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator import __version__, timing
-from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK
-from orchestrator.facts import HostFacts
-from orchestrator.validate.result import CheckResult
+from . import __version__, timing
+from .errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK
+from .facts import HostFacts
+from .validate.result import CheckResult
 
 if TYPE_CHECKING:  # annotations only: `provision detect` does not import the planner
-    from orchestrator.apply import HostApplyStats
-    from orchestrator.plan import HostPlan
+    from .apply import HostApplyStats
+    from .plan import HostPlan
 
 SCHEMA_VERSION = 1
 GPUPROV_VERSION = __version__  # one source (orchestrator/__init__.py); no metadata scan

@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import mig
-from orchestrator.errors import PolicyError
-from orchestrator.knobs import KnobTable, default_table
+from . import mig
+from .errors import PolicyError
+from .knobs import KnobTable, default_table
 
 if TYPE_CHECKING:  # the suite imports this module on hosts that need none of these
-    from orchestrator.facts import LoadedDriver
+    from .facts import LoadedDriver
 
 
 class _Reader:

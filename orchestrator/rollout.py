@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from orchestrator.errors import BadInputError
-from orchestrator.facts import HostFacts
+from .errors import BadInputError
+from .facts import HostFacts
 
 
 def count(value: str, total: int, option: str) -> int:

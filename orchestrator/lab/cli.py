@@ -6,8 +6,8 @@ import argparse
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from orchestrator.errors import EXIT_OK
-from orchestrator.lab import engine, hosts, images
+from ..errors import EXIT_OK
+from . import engine, hosts, images
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.lab import keys
+from . import keys
 
 LAB_LABEL = "gpuprov.lab"
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import LabError
+from ..errors import LabError
 
 # Lab policy the lab engine itself sets (labinventory.render_lab_vars); the repository's
 # variables may not change these.

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.errors import LabError
+from ..errors import LabError
 
 ENGINE_FIX = "run ./scripts/engine.sh (installs docker.io and starts dockerd)"
 

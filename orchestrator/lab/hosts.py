@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator import paths
-from orchestrator.errors import BadInputError, LabError
-from orchestrator.lab import (
+from .. import paths
+from ..errors import BadInputError, LabError
+from . import (
     container,
     doubles,
     engine,

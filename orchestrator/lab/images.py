@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
-from orchestrator.errors import BadInputError, LabError
-from orchestrator.lab import engine
+from ..errors import BadInputError, LabError
+from . import engine
 
 IMAGE_REPO = "gpuprov-lab"
 IMAGE_LABEL = "gpuprov.lab.image"

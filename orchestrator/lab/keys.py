@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.errors import LabError
+from ..errors import LabError
 
 LOOPBACK = "127.0.0.1"
 

@@ -13,8 +13,8 @@ import os
 import subprocess
 from collections.abc import Iterable
 
-from orchestrator.errors import LabError
-from orchestrator.lab import engine
+from ..errors import LabError
+from . import engine
 
 DEFAULT_POOL = "10.213.0.0/16"
 PREFIX = 24

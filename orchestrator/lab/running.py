@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.lab import hosts
-from orchestrator.lab.hosts import LabPaths
+from . import hosts
+from .hosts import LabPaths
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.errors import LabError
+from ..errors import LabError
 
 # systemd in every test host takes inotify instances; at the kernel's default limit (128
 # per user) a dozen hosts exhaust it and the next host's systemd hangs at boot.

@@ -7,7 +7,7 @@ are public for the validation and MIG code that needs more than HostFacts carrie
 
 from __future__ import annotations
 
-from orchestrator.parsers._text import Output, ParseError, split_exit
-from orchestrator.parsers.host import parse_host
+from ._text import Output, ParseError, split_exit
+from .host import parse_host
 
 __all__ = ["Output", "ParseError", "parse_host", "split_exit"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from orchestrator.errors import HostError
+from ..errors import HostError
 
 _EXIT_RE = re.compile(r"# exit=(-?\d+)\s*$")
 

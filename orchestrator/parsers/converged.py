@@ -9,8 +9,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from orchestrator.parsers import names
-from orchestrator.parsers._text import split_exit
+from . import names
+from ._text import split_exit
 
 PREFIX = names.CONVERGED_PREFIX
 RECORD_SUFFIX = ".json"

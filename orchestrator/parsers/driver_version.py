@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.facts import LoadedDriver
-from orchestrator.parsers._text import ParseError, split_exit
+from ..facts import LoadedDriver
+from ._text import ParseError, split_exit
 
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.261.03  Wed Jul 30 ..."

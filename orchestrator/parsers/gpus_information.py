@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.parsers._text import int_value, split_exit, value
+from ._text import int_value, split_exit, value
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from orchestrator.facts import (
+from ..facts import (
     HostFacts,
     InfinibandDevice,
     RuntimeInfo,
@@ -21,28 +21,28 @@ from orchestrator.facts import (
     SmiGpu,
     UpgradeState,
 )
-from orchestrator.parsers import names
-from orchestrator.parsers._text import ParseError, split_exit
-from orchestrator.parsers.driver_version import parse_driver_version
-from orchestrator.parsers.infiniband import parse_infiniband_vpd
-from orchestrator.parsers.kernel_log import parse_kernel_log
-from orchestrator.parsers.kernels import parse_kernels
-from orchestrator.parsers.nvlink import NvLinkGpu, parse_nvlink_status
-from orchestrator.parsers.os_release import parse_os_release
-from orchestrator.parsers.packages import Packages, parse_dpkg_query, parse_rpm_query
-from orchestrator.parsers.proc_modules import parse_proc_modules
-from orchestrator.parsers.runtime import (
+from . import names
+from ._text import ParseError, split_exit
+from .driver_version import parse_driver_version
+from .infiniband import parse_infiniband_vpd
+from .kernel_log import parse_kernel_log
+from .kernels import parse_kernels
+from .nvlink import NvLinkGpu, parse_nvlink_status
+from .os_release import parse_os_release
+from .packages import Packages, parse_dpkg_query, parse_rpm_query
+from .proc_modules import parse_proc_modules
+from .runtime import (
     parse_cdi_specs,
     parse_ctk_version,
     parse_daemon_json,
     parse_docker_info,
 )
-from orchestrator.parsers.secure_boot import parse_secure_boot
-from orchestrator.parsers.services import parse_services
-from orchestrator.parsers.smi_q import fabric_states
-from orchestrator.parsers.smi_query_gpu import parse_query_gpu
-from orchestrator.parsers.smi_version import parse_smi_version
-from orchestrator.parsers.sysfs_pci import parse_sysfs_pci
+from .secure_boot import parse_secure_boot
+from .services import parse_services
+from .smi_q import fabric_states
+from .smi_query_gpu import parse_query_gpu
+from .smi_version import parse_smi_version
+from .sysfs_pci import parse_sysfs_pci
 
 T = TypeVar("T")
 

@@ -10,9 +10,9 @@ probe writes one line per device: `<name> SW_MNG`, `<name> -` (no SW_MNG) or
 
 from __future__ import annotations
 
-from orchestrator.facts import InfinibandDevice
-from orchestrator.parsers import names
-from orchestrator.parsers._text import ParseError, split_exit
+from ..facts import InfinibandDevice
+from . import names
+from ._text import ParseError, split_exit
 
 _MARKS = {"SW_MNG": True, "-": False, "unreadable": None}
 

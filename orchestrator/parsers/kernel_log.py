@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from orchestrator.facts import XidEvent
-from orchestrator.parsers._text import split_exit
+from ..facts import XidEvent
+from ._text import split_exit
 
 _STAMP = re.compile(r"^\[\s*(?P<t>\d+\.\d+)\]\s*")
 # "NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus."

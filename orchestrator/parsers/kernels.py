@@ -25,9 +25,9 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from orchestrator.facts import InstalledKernel, KernelModule, KernelState
-from orchestrator.parsers import names
-from orchestrator.parsers._text import ParseError, split_exit
+from ..facts import InstalledKernel, KernelModule, KernelState
+from . import names
+from ._text import ParseError, split_exit
 
 _MOK_STATES = frozenset({"enrolled", "not-enrolled", "unknown"})
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from orchestrator.parsers._text import ParseError, split_exit
+from ._text import ParseError, split_exit
 
 
 @dataclass(frozen=True)

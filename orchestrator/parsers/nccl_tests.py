@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from orchestrator.parsers._text import ParseError
+from ._text import ParseError
 
 _F = r"\d+(?:\.\d*)?"  # a figure: "12.5", "0", "3." (never "5.5.56")
 _ROW = re.compile(

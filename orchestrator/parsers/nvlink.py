@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from orchestrator.parsers._text import split_exit
+from ._text import split_exit
 
 _GPU = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)")
 _ERROR = re.compile(r"^\s+Link (?P<link>\d+): (?P<counter>[^:]+?): (?P<count>\d+)\s*$")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import shlex
 
-from orchestrator.facts import OsInfo
-from orchestrator.parsers._text import ParseError, split_exit
+from ..facts import OsInfo
+from ._text import ParseError, split_exit
 
 # Values shlex would return unchanged, or with only their one pair of quotes removed: a word
 # without quotes, backslashes or blanks; "..." without a `"` or a backslash; '...' without `'`.

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from orchestrator.parsers._text import split_exit
+from ._text import split_exit
 
 
 @dataclass(frozen=True)

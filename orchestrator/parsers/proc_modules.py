@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.parsers._text import split_exit
+from ._text import split_exit
 
 
 def parse_proc_modules(text: str) -> tuple[str, ...]:

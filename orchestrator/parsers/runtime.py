@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.parsers._text import ParseError, split_exit
+from ._text import ParseError, split_exit
 
 _CTK = re.compile(r"version\s+v?(?P<v>\d+\.\d+\.\d+\S*)")
 

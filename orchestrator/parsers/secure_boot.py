@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.parsers._text import split_exit
+from ._text import split_exit
 
 _EFIVAR = re.compile(r"^efivar SecureBoot=(?P<v>\d+)\s*$", re.MULTILINE)
 

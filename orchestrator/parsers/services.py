@@ -6,8 +6,8 @@ is not systemd) it holds systemctl's message and a non-zero exit, which yields n
 
 from __future__ import annotations
 
-from orchestrator.facts import ServiceState
-from orchestrator.parsers._text import split_exit
+from ..facts import ServiceState
+from ._text import split_exit
 
 
 def parse_services(text: str) -> dict[str, ServiceState]:

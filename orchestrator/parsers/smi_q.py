@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from orchestrator.parsers._text import ParseError, int_value, split_exit, value
-from orchestrator.parsers.smi_query_gpu import normalise_bus_id
+from ._text import ParseError, int_value, split_exit, value
+from .smi_query_gpu import normalise_bus_id
 
 _GPU_HEADER = re.compile(r"GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import csv
 import io
 
-from orchestrator.facts import SmiGpu
-from orchestrator.parsers._text import (
+from ..facts import SmiGpu
+from ._text import (
     ParseError,
     clip,
     float_value,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator.facts import NvSmiInfo
-from orchestrator.parsers._text import ParseError, split_exit
+from ..facts import NvSmiInfo
+from ._text import ParseError, split_exit
 
 
 def parse_smi_version(text: str) -> NvSmiInfo | None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.facts import PciDevice, PciLink
-from orchestrator.parsers._text import ParseError, clip, split_exit
+from ..facts import PciDevice, PciLink
+from ._text import ParseError, clip, split_exit
 
 _SOURCE = "sysfs-pci-devices.txt"
 _REQUIRED = ("vendor", "device", "class")

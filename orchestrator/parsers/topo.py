@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from orchestrator.parsers._text import ParseError, split_exit, value
+from ._text import ParseError, split_exit, value
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _DEVICE = re.compile(r"^(GPU|NIC|NVS|CPU)\d+$")

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.catalog import SAFE_LOADER, Catalog
-from orchestrator.errors import CatalogError
-from orchestrator.facts import HostFacts, SmiGpu, XidEvent
-from orchestrator.parsers import names
-from orchestrator.parsers._text import ParseError
-from orchestrator.parsers.nvlink import NvLinkErrors, parse_nvlink_errors
-from orchestrator.parsers.smi_q import SmiQ, SmiQGpu, parse_smi_q
-from orchestrator.validate.result import CheckResult
+from ..catalog import SAFE_LOADER, Catalog
+from ..errors import CatalogError
+from ..facts import HostFacts, SmiGpu, XidEvent
+from ..parsers import names
+from ..parsers._text import ParseError
+from ..parsers.nvlink import NvLinkErrors, parse_nvlink_errors
+from ..parsers.smi_q import SmiQ, SmiQGpu, parse_smi_q
+from .result import CheckResult
 
 LIMITS_PATH = Path(__file__).with_name("limits.yaml")
 _UPSTREAM = re.compile(r"^(?:\d+:)?(\d+\.\d+(?:\.\d+)?)")

@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from orchestrator.errors import BadInputError
-from orchestrator.report import RunReport, StageResult
-from orchestrator.validate.health import CHECK_NAMES
-from orchestrator.validate.result import CheckResult
+from ..errors import BadInputError
+from ..report import RunReport, StageResult
+from .health import CHECK_NAMES
+from .result import CheckResult
 
 
 def suite_of(check: CheckResult) -> str:

@@ -16,13 +16,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from orchestrator.catalog import default_catalog
-from orchestrator.factsdir import save_host
-from orchestrator.parsers import parse_host
-from orchestrator.policy import Policy
-from orchestrator.probe import probe_script, split_output
-from orchestrator.validate.result import CheckResult, host_ok
-from orchestrator.validate.runner import SubprocessExecutor, validate_host
+from ..catalog import default_catalog
+from ..factsdir import save_host
+from ..parsers import parse_host
+from ..policy import Policy
+from ..probe import probe_script, split_output
+from .result import CheckResult, host_ok
+from .runner import SubprocessExecutor, validate_host
 
 
 def render(results: Sequence[CheckResult]) -> str:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from orchestrator.catalog import GpuModel, ValidationFigure
-from orchestrator.parsers.nccl_tests import NcclResult
-from orchestrator.validate.result import CheckResult
+from ..catalog import GpuModel, ValidationFigure
+from ..parsers.nccl_tests import NcclResult
+from .result import CheckResult
 
 GIB = 1 << 30
 MIN_JUDGED_BYTES = GIB

@@ -20,25 +20,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from orchestrator.catalog import Catalog, GpuModel, ValidationFigure
-from orchestrator.connection import (
+from ..catalog import Catalog, GpuModel, ValidationFigure
+from ..connection import (
     Become,
     BecomeFailed,
     ChannelClosed,
     become_handshake,
     become_words,
 )
-from orchestrator.facts import HostFacts
-from orchestrator.parsers import names
-from orchestrator.parsers._text import ParseError
-from orchestrator.parsers.nccl_tests import parse_nccl_tests
-from orchestrator.parsers.nvlink import parse_nvlink_status
-from orchestrator.parsers.smi_list import parse_smi_list
-from orchestrator.parsers.topo import topology_or_none
-from orchestrator.policy import Policy
-from orchestrator.validate import container, nccl, p2p
-from orchestrator.validate.health import HealthLimits, health_input, load_limits, run_health
-from orchestrator.validate.result import SIMULATED, CheckResult, skipped
+from ..facts import HostFacts
+from ..parsers import names
+from ..parsers._text import ParseError
+from ..parsers.nccl_tests import parse_nccl_tests
+from ..parsers.nvlink import parse_nvlink_status
+from ..parsers.smi_list import parse_smi_list
+from ..parsers.topo import topology_or_none
+from ..policy import Policy
+from . import container, nccl, p2p
+from .health import HealthLimits, health_input, load_limits, run_health
+from .result import SIMULATED, CheckResult, skipped
 
 PAYLOAD = Path(__file__).with_name("payload") / "gpucheck.py"
 MARKER = "@@gpuprov-gpucheck@@"

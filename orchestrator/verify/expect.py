@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from orchestrator.errors import PolicyError
-from orchestrator.knobs import default_table
-from orchestrator.roleplans import MigPlan, TypedPlan
+from ..errors import PolicyError
+from ..knobs import default_table
+from ..roleplans import MigPlan, TypedPlan
 
 # Docker's own configuration file (dockerd reads it there; the docker role merges into it).
 DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"

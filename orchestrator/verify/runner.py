@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import HostError
-from orchestrator.validate.result import CheckResult, Status
+from ..errors import HostError
+from ..validate.result import CheckResult, Status
 
 if TYPE_CHECKING:
-    from orchestrator.connection import Become
-    from orchestrator.inventory import VaultOptions
+    from ..connection import Become
+    from ..inventory import VaultOptions
 
 SUITE = Path(__file__).resolve().parent / "suite"
 MAX_WORKERS = 16
