@@ -1,8 +1,8 @@
 """Converged roles: skip what a host already is (issue 20, docs/reruns.md).
 
-Each role, at the end of a successful run, records on the host (``playbooks/tasks/
-converged-record.yml``: ``/var/lib/gpuprov/converged/<role>.json``) the digest of its inputs
-that `provision apply` passed it (``gpuprov_role_digests``, computed here by
+Each role, at the end of a successful run, records on the host (the collection's module
+``gpuprov.nvidia.converged_record``: ``/var/lib/gpuprov/converged/<role>.json``) the digest
+of its inputs that `provision apply` passed it (``gpuprov_role_digests``, computed here by
 :func:`input_digest`) and the state it owns, one line per item (``file PATH SHA256``, ``pkg
 NAME VERSION WANT``, ``unit NAME ENABLED ACTIVE``, ``module NAME VERSION``) as
 ``orchestrator/probe.sh``'s ``converged_state`` prints them. The detection probe prints each
@@ -45,7 +45,10 @@ DEPENDS: Mapping[str, tuple[str, ...]] = {
 }
 DIGEST_VAR = "gpuprov_role_digests"  # {role: digest}: what each role records
 SKIP_VAR = "gpuprov_skip_roles"  # [role]: the converged roles site.yml leaves out
-RECORD_TASKS = paths.PLAYBOOKS_DIR / "tasks" / "converged-record.yml"
+# the record's code: the collection's module gpuprov.nvidia.converged_record and its action
+RECORD_CODE = tuple(
+    paths.SOURCE_ROOT / "plugins" / kind / "converged_record.py" for kind in ("modules", "action")
+)
 SCHEMA = 1
 
 
@@ -77,7 +80,8 @@ def code_digest(role: str, roles_dir: Path = paths.ROLES_DIR) -> str:
         for p in root.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".md"
     )
-    for name, path in [*((str(p.relative_to(root)), p) for p in files), ("@record", RECORD_TASKS)]:
+    record = [(f"@record/{p.parent.name}", p) for p in RECORD_CODE]
+    for name, path in [*((str(p.relative_to(root)), p) for p in files), *record]:
         h.update(f"{name}\0".encode())
         h.update(path.read_bytes())
         h.update(b"\0")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
@@ -43,21 +44,40 @@ COLLECTION = ("gpuprov", "nvidia")  # galaxy.yml's namespace and name
 
 
 def collections_dir() -> Path:
-    """A collections path entry holding the collection gpuprov.nvidia as `SOURCE_ROOT` (what
-    site.yml's roles and plugins by FQCN resolve to): the checkout's own `collections/`
-    (committed: `ansible_collections/gpuprov/nvidia` links back to the checkout), else, for an
-    installed wheel, such a link made under the state root for this installation's bundle."""
+    """A collections path entry holding the collection gpuprov.nvidia (what site.yml's roles
+    and plugins by FQCN resolve to): the checkout's own `collections/` (committed:
+    `ansible_collections/gpuprov/nvidia` links back to the checkout), else, for an installed
+    wheel, a folder made under the state root whose entries link to this installation's
+    bundle (roles, playbooks, plugins, ...) and to this package as the collection's
+    `orchestrator/`, the planner its action plugins import (one copy: the wheel cannot hold
+    links, the bundle has no `orchestrator/` of its own)."""
     here = SOURCE_ROOT.resolve()
     checkout = SOURCE_ROOT / "collections"
     if checkout.joinpath("ansible_collections", *COLLECTION).resolve() == here:
         return checkout
     tag = hashlib.sha256(str(here).encode()).hexdigest()[:12]
     root = state_root() / "collections" / tag
-    link = root.joinpath("ansible_collections", *COLLECTION)
-    if not (link.is_symlink() and link.resolve() == here):
-        link.parent.mkdir(parents=True, exist_ok=True)
-        fresh = link.with_name(f".{link.name}.{os.getpid()}")
-        fresh.unlink(missing_ok=True)
-        fresh.symlink_to(here, target_is_directory=True)
-        os.replace(fresh, link)
+    folder = root.joinpath("ansible_collections", *COLLECTION)
+    wanted = {p.name: p for p in here.iterdir()} | {"orchestrator": PACKAGE}
+    if _links(folder) != wanted:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        fresh = folder.with_name(f".{folder.name}.{os.getpid()}")
+        shutil.rmtree(fresh, ignore_errors=True)
+        fresh.mkdir()
+        for name, target in wanted.items():
+            (fresh / name).symlink_to(target, target_is_directory=target.is_dir())
+        if folder.is_symlink() or folder.is_file():
+            folder.unlink()
+        elif folder.is_dir():
+            shutil.rmtree(folder)  # links only: their targets stay
+        try:
+            os.replace(fresh, folder)
+        except OSError:  # another run made it meanwhile
+            shutil.rmtree(fresh, ignore_errors=True)
     return root
+
+
+def _links(folder: Path) -> dict[str, Path] | None:
+    if folder.is_symlink() or not folder.is_dir():
+        return None
+    return {p.name: p.resolve() for p in folder.iterdir() if p.is_symlink()}

@@ -202,8 +202,9 @@ cdi_specs() {
 # Convergence records (issue 20, docs/reruns.md): each role writes, at the end of a
 # successful run, /var/lib/gpuprov/converged/<role>.json with the state it owns as lines
 # "KIND NAME VALUE..." (file, pkg, unit, module). converged_state prints those lines for the
-# items it is given; the roles record its output (playbooks/tasks/converged-record.yml runs
-# `probe.sh converged-state ITEM...`) and the probe prints it again for the items each record
+# items it is given; the roles record its output (their last task, the collection's module
+# gpuprov.nvidia.converged_record, runs `sh -s converged-state ITEM...` with this script on
+# stdin) and the probe prints it again for the items each record
 # lists, so the recorded and the live state come from this one function.
 CONVERGED=${GPUPROV_CONVERGED_DIR:-/var/lib/gpuprov/converged}  # the variable: unit tests
 converged_state() {

@@ -1,6 +1,7 @@
-"""The probe's convergence records: ``converged-<role>.json`` (the record a role wrote,
-playbooks/tasks/converged-record.yml) and ``converged-<role>-live.txt`` (the same items'
-state now, printed by probe.sh's converged_state). Lines are ``KIND NAME VALUE...``; an item is
+"""The probe's convergence records: ``converged-<role>.json`` (the record a role wrote with
+the module gpuprov.nvidia.converged_record, plugins/modules/converged_record.py) and
+``converged-<role>-live.txt`` (the same items' state now, printed by probe.sh's
+converged_state). Lines are ``KIND NAME VALUE...``; an item is
 ``(KIND, NAME)``. orchestrator/converged.py decides from these."""
 
 from __future__ import annotations

@@ -5,22 +5,25 @@ controller, the very code `provision plan` runs: orchestrator.parsers, policy (f
 inventory variables) and the planner, which builds the typed role plans. Returns the host's
 plan-document entry under `vars` (what `provision apply` passes as -e @plan.json), the ordered
 roles with their reasons, and the warnings; a host the planner blocks, or bad policy, fails
-here, before any role runs. The orchestrator package comes from the collection (beside
-plugins/), else from the Python environment.
+here, before any role runs. The planner is the collection's own orchestrator package
+(ansible_collections.gpuprov.nvidia.orchestrator, beside plugins/): nothing is put on
+sys.path, and no gpuprov installed in the Python environment is needed.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import sys
-from pathlib import Path
 from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-_ROOT = Path(__file__).resolve().parents[2]  # the collection's root (or the repository's)
-if (_ROOT / "orchestrator" / "plan.py").is_file() and str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
+from ...orchestrator.catalog import default_catalog
+from ...orchestrator.errors import GpuprovError
+from ...orchestrator.knobs import default_table
+from ...orchestrator.parsers import parse_host
+from ...orchestrator.plan import plan_host
+from ...orchestrator.policy import load_policy
+from ...orchestrator.probe import probe_script, split_output
 
 
 class ActionModule(ActionBase):  # type: ignore[misc]
@@ -28,14 +31,6 @@ class ActionModule(ActionBase):  # type: ignore[misc]
     _VALID_ARGS: frozenset[str] = frozenset()
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        from orchestrator.catalog import default_catalog
-        from orchestrator.errors import GpuprovError
-        from orchestrator.knobs import default_table
-        from orchestrator.parsers import parse_host
-        from orchestrator.plan import plan_host
-        from orchestrator.policy import load_policy
-        from orchestrator.probe import probe_script, split_output
-
         result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         host = str(task_vars["inventory_hostname"])

@@ -27,7 +27,7 @@ stdout:
   returned: always
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (docs first, as Ansible modules do)
+from ansible.module_utils.basic import AnsibleModule
 
 
 def main() -> None:

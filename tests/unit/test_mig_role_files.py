@@ -1,10 +1,11 @@
-"""The mig role installs a self-sufficient applier: the modules it lists import on a host that
-has only Python's standard library, and the boot unit is ordered as the issue asks."""
+"""The mig role installs a self-sufficient applier: gpuprov.nvidia.mig_applier writes the
+collection's MIG module_utils (what Ansible ships with it), which import on a host that has only
+Python's standard library; and the boot unit is ordered as the issue asks."""
 
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,19 +15,38 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "mig"
+BIN = Path(sys.executable).parent
 
 
-def test_listed_modules_are_all_the_applier_needs(tmp_path: Path) -> None:
-    modules = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__mig_modules"]
-    for name in modules:
-        target = tmp_path / "orchestrator" / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / "orchestrator" / name, target)
-    (tmp_path / "orchestrator" / "parsers" / "__init__.py").write_text('"""MIG parsers."""\n')
+def _install(path: Path) -> dict[str, object]:
+    """Run gpuprov.nvidia.mig_applier on localhost through Ansible (its AnsiballZ payload)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(REPO / "collections")
+    done = subprocess.run(
+        [str(BIN / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-o",
+         "-e", f"ansible_python_interpreter={sys.executable}",
+         "-m", "gpuprov.nvidia.mig_applier", "-a", f"path={path}"],
+        capture_output=True, text=True, check=False, env=env, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    result: dict[str, object] = json.loads(done.stdout.split("=>", 1)[1])
+    return result
+
+
+def test_the_installed_applier_is_the_collections_module_utils_and_self_sufficient(
+    tmp_path: Path,
+) -> None:
+    first = _install(tmp_path)
+    assert first["changed"] is True
+    package = tmp_path / "gpuprov_mig"
+    utils = REPO / "plugins" / "module_utils"
+    for name in ("errors.py", "mig.py", "mig_apply.py", "parsers/_text.py", "parsers/mig.py"):
+        assert (package / name).read_text() == (utils / name).read_text(), name
+    assert _install(tmp_path) == {**first, "changed": False, "written": []}
     probe = (
-        "import json, sys; sys.path.insert(0, sys.argv[1]); import orchestrator.mig_apply; "
-        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('orchestrator') "
-        "or m == 'yaml')))"
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import gpuprov_mig.mig_apply; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('gpuprov', 'yaml', "
+        "'ansible')))))"
     )
     # -I: isolated, no site-packages (hosts have no PyYAML and no gpuprov)
     done = subprocess.run(
@@ -37,13 +57,12 @@ def test_listed_modules_are_all_the_applier_needs(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    loaded = json.loads(done.stdout)
-    assert "yaml" not in loaded
-    installed = {"orchestrator", "orchestrator.parsers"} | {
-        "orchestrator." + m.removesuffix(".py").replace("/", ".") for m in modules
+    loaded = set(json.loads(done.stdout))
+    assert {"gpuprov_mig.mig", "gpuprov_mig.parsers.mig", "gpuprov_mig.errors"} <= loaded
+    assert loaded <= {"gpuprov_mig", "gpuprov_mig.parsers"} | {
+        "gpuprov_mig." + p.removesuffix(".py").replace("/", ".")
+        for p in ("errors.py", "mig.py", "mig_apply.py", "parsers/_text.py", "parsers/mig.py")
     }
-    assert set(loaded) <= installed
-    assert "orchestrator.mig" in loaded and "orchestrator.parsers.mig" in loaded
 
 
 def test_boot_unit_runs_after_the_driver_and_before_docker_and_clients() -> None:

@@ -1,0 +1,1 @@
+"""The parsers the on-host code needs (the controller's full set: orchestrator/parsers/)."""
