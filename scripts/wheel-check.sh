@@ -39,7 +39,13 @@ collections=$(XDG_CACHE_HOME="$work/cache" "$work/venv/bin/python" -c \
   'from orchestrator import paths; print(paths.collections_dir())')
 ANSIBLE_COLLECTIONS_PATH="$collections" "$work/venv/bin/ansible-playbook" --syntax-check \
   -i localhost, "$bundle/playbooks/site.yml" >/dev/null
-echo "wheel-check: ok ($got; plan --facts and the site playbook's syntax from $work/elsewhere)"
+# the collection's planner action imports its orchestrator under the collection's name (the
+# wheel's collections folder links the installed package there); it plans this machine (and
+# blocks it where it has no GPU: the planner's verdict, with the plan, is what is checked)
+ANSIBLE_COLLECTIONS_PATH="$collections" "$work/venv/bin/ansible" localhost -c local -o \
+  -m gpuprov.nvidia.plan >"$work/plan-action.txt" 2>&1 || true
+grep -q '"gpuprov_roles"' "$work/plan-action.txt" || { cat "$work/plan-action.txt"; exit 1; }
+echo "wheel-check: ok ($got; plan --facts, the site playbook's syntax and the plan action from $work/elsewhere)"
 # The Ansible collection gpuprov.nvidia (galaxy.yml) builds from this checkout, and the
 # installed one is runnable as gpuprov.nvidia.site (what AWX's collections/requirements.yml
 # installs; tests/unit/test_collection.py installs it from git too).

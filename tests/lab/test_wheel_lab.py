@@ -75,7 +75,11 @@ def test_installed_wheel_applies_in_check_mode_from_another_directory(
     assert command["cwd"] == str(elsewhere)
     assert command["env"]["ANSIBLE_ROLES_PATH"].startswith(str(target))
     # site.yml's roles by FQCN: gpuprov.nvidia first on the collections path is the wheel's
+    # bundle, with the installed package as its orchestrator/ (the planner its actions import)
     own = Path(command["env"]["ANSIBLE_COLLECTIONS_PATH"].split(os.pathsep)[0])
-    assert own.joinpath("ansible_collections", "gpuprov", "nvidia").resolve().is_relative_to(target)
+    collection = own.joinpath("ansible_collections", "gpuprov", "nvidia")
+    for entry in ("playbooks", "roles", "plugins", "meta"):
+        assert (collection / entry).resolve().is_relative_to(target / "orchestrator" / "_bundle")
+    assert (collection / "orchestrator").resolve() == (target / "orchestrator").resolve()
     assert "ANSIBLE_CONFIG" not in command["env"]
     print(f"wheel apply --check: {time.monotonic() - start:.0f} s")

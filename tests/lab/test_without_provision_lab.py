@@ -17,6 +17,12 @@ and the roles that ran on each host must be exactly its planned roles. The secon
 report changed=0 on every host. Run alone (a fresh lab), the first run is the whole converge
 (the DKMS builds); after test_verify_lab.py in group a, both runs are reruns.
 
+A third run is the collection installed alone: `ansible-galaxy collection build` of the
+checkout, installed into a folder of its own, and `gpuprov.nvidia.site` run from a scratch
+directory by an ansible-playbook whose Python has ansible-core and its dependencies only (no
+gpuprov package, no checkout, no ansible.cfg). It must give the same plan and roles as the
+others and change nothing (the hosts are converged by then).
+
 Runs on the session lab; GPUPROV_TEST_LAB=<name> uses a running lab instead."""
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -135,22 +142,41 @@ def _recap(output: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in found}
 
 
-def _plain_run(inventory: Path, work: Path) -> PlainRun:
-    expected = _provision_plan(inventory)
-    work.mkdir()
-    playbook = work / "site-and-dump.yml"
-    playbook.write_text(DUMP_PLAY.format(site=REPO / "playbooks" / "site.yml"))
-    env = {
+@dataclass(frozen=True)
+class Controller:
+    """How ansible-playbook is run: the program, the environment, the folder and the site."""
+
+    ansible_playbook: Path
+    env: Mapping[str, str]
+    cwd: Path
+    site: str  # what the dump play imports
+
+
+def _user_env() -> dict[str, str]:
+    return {
         **{k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")},
         "ANSIBLE_NOCOLOR": "1",
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    argv = [str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook)]
+
+
+# A checkout: its ansible.cfg, its collections/, this environment (gpuprov installed).
+CHECKOUT = Controller(
+    BIN / "ansible-playbook", _user_env(), REPO, str(REPO / "playbooks" / "site.yml")
+)
+
+
+def _plain_run(inventory: Path, work: Path, controller: Controller = CHECKOUT) -> PlainRun:
+    expected = _provision_plan(inventory)
+    work.mkdir()
+    playbook = work / "site-and-dump.yml"
+    playbook.write_text(DUMP_PLAY.format(site=controller.site))
+    argv = [str(controller.ansible_playbook), "-i", str(inventory), str(playbook)]
     start = time.monotonic()
     done = subprocess.run(
         [*argv, "-e", f"test_dump_dir={work}"],
-        cwd=REPO,  # a checkout: its ansible.cfg, its collections/
-        env=env,
+        cwd=controller.cwd,
+        env=dict(controller.env),
         capture_output=True,
         text=True,
         timeout=3600,
@@ -162,6 +188,69 @@ def _plain_run(inventory: Path, work: Path) -> PlainRun:
     hosts = sorted(expected)
     seen = {h: json.loads((work / f"{h}.json").read_text()) for h in hosts}
     return PlainRun(seconds, expected, seen, _roles_run(output, hosts), _recap(output), output)
+
+
+def _ansible_core_only(root: Path) -> Path:
+    """A virtual environment whose Python sees ansible-core and its dependencies only (linked
+    from this environment, which has the same versions): no gpuprov, nothing else. Returns
+    its ansible-playbook."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    (site,) = root.glob("lib/python*/site-packages")
+    todo, done = ["ansible-core"], set()
+    while todo:
+        dist = metadata.distribution(todo.pop())
+        name = dist.metadata["Name"].lower()
+        if name in done:
+            continue
+        done.add(name)
+        for top in {f.parts[0] for f in dist.files or () if f.parts[0] != ".."}:
+            if not (site / top).exists():
+                (site / top).symlink_to(dist.locate_file(top))
+        for req in dist.requires or ():
+            requirement = re.match(r"[A-Za-z0-9._-]+", req)
+            if requirement and "extra ==" not in req:
+                todo.append(requirement.group(0))
+    program = root / "bin" / "ansible-playbook"
+    program.write_text(f"#!{root}/bin/python\nfrom ansible.cli.playbook import main\nmain()\n")
+    program.chmod(0o755)
+    return program
+
+
+@pytest.fixture(scope="module")
+def installed_alone(tmp_path_factory: pytest.TempPathFactory) -> Controller:
+    """The collection built from this checkout and installed alone (as AWX or
+    `ansible-galaxy collection install` does), run from a folder that is not the checkout by
+    an ansible-playbook with ansible-core only."""
+    root = tmp_path_factory.mktemp("installed-alone")
+    galaxy = BIN / "ansible-galaxy"
+    build = [str(galaxy), "collection", "build", "--output-path", str(root / "dist"), str(REPO)]
+    subprocess.run(build, check=True, capture_output=True, cwd=root)
+    (tarball,) = (root / "dist").glob("gpuprov-nvidia-*.tar.gz")
+    collections = root / "collections"
+    install = [str(galaxy), "collection", "install", "--force", "-p", str(collections)]
+    install.append(str(tarball))
+    subprocess.run(install, check=True, capture_output=True, cwd=root, env=_user_env())
+    program = _ansible_core_only(root / "venv")
+    elsewhere = root / "elsewhere"
+    elsewhere.mkdir()
+    probe = (
+        "import importlib.metadata as m, importlib.util as u; "
+        "print(sorted(d.metadata['Name'].lower() for d in m.distributions()), "
+        "u.find_spec('orchestrator'))"
+    )
+    python = program.parent / "python"
+    alone = subprocess.run(
+        [python, "-c", probe], capture_output=True, text=True, check=True, cwd=elsewhere
+    )
+    assert "ansible-core" in alone.stdout and "gpuprov" not in alone.stdout, alone.stdout
+    assert alone.stdout.rstrip().endswith("] None"), alone.stdout  # no orchestrator anywhere
+    env = {
+        **_user_env(),
+        "ANSIBLE_COLLECTIONS_PATH": str(collections),
+        "ANSIBLE_HOST_KEY_CHECKING": "True",  # as the checkout's ansible.cfg: the lab's keys
+        "PATH": f"{program.parent}{os.pathsep}/usr/bin:/bin",
+    }
+    return Controller(program, env, elsewhere, "gpuprov.nvidia.site")
 
 
 @pytest.fixture(scope="module")
@@ -202,3 +291,32 @@ def test_the_second_run_changes_nothing(runs: tuple[PlainRun, PlainRun]) -> None
     second = runs[1]
     assert set(second.changed) == set(second.expected)
     assert all(n == 0 for n in second.changed.values()), (second.changed, second.output[-4000:])
+
+
+@pytest.fixture(scope="module")
+def alone_run(
+    runs: tuple[PlainRun, PlainRun],
+    bare_inventory: Path,
+    installed_alone: Controller,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> PlainRun:
+    work = tmp_path_factory.mktemp("alone-run")
+    run = _plain_run(bare_inventory, work / "run", installed_alone)
+    print(
+        f"\ninstalled alone, ansible-core only: {run.seconds:.0f} s (changed {dict(run.changed)})"
+    )
+    return run
+
+
+def test_the_collection_installed_alone_runs_site_as_from_a_checkout(alone_run: PlainRun) -> None:
+    assert set(alone_run.seen) == set(alone_run.expected)
+    for host, document in alone_run.expected.items():
+        assert alone_run.seen[host] == document, host
+        planned = document["gpuprov_roles"]
+        assert isinstance(planned, list), planned
+        assert alone_run.roles[host] == set(planned), alone_run.output[-3000:]
+    assert set(alone_run.changed) == set(alone_run.expected)
+    assert all(n == 0 for n in alone_run.changed.values()), (
+        alone_run.changed,
+        alone_run.output[-4000:],
+    )
