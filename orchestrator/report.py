@@ -25,7 +25,7 @@ from rich.text import Text
 from . import __version__, timing
 from .errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK
 from .facts import HostFacts
-from .validate.result import CheckResult
+from .result import CheckResult
 
 if TYPE_CHECKING:  # annotations only: `provision detect` does not import the planner
     from .apply import HostApplyStats

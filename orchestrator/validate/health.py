@@ -23,7 +23,7 @@ from ..parsers import names
 from ..parsers._text import ParseError
 from ..parsers.nvlink import NvLinkErrors, parse_nvlink_errors
 from ..parsers.smi_q import SmiQ, SmiQGpu, parse_smi_q
-from .result import CheckResult
+from ..result import CheckResult
 
 LIMITS_PATH = Path(__file__).with_name("limits.yaml")
 _UPSTREAM = re.compile(r"^(?:\d+:)?(\d+\.\d+(?:\.\d+)?)")

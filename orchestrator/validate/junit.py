@@ -15,8 +15,8 @@ from xml.etree import ElementTree as ET
 
 from ..errors import BadInputError
 from ..report import RunReport, StageResult
+from ..result import CheckResult
 from .health import CHECK_NAMES
-from .result import CheckResult
 
 
 def suite_of(check: CheckResult) -> str:

@@ -21,7 +21,7 @@ from ..factsdir import save_host
 from ..parsers import parse_host
 from ..policy import Policy
 from ..probe import probe_script, split_output
-from .result import CheckResult, host_ok
+from ..result import CheckResult, host_ok
 from .runner import SubprocessExecutor, validate_host
 
 

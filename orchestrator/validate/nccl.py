@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..catalog import GpuModel, ValidationFigure
 from ..parsers.nccl_tests import NcclResult
-from .result import CheckResult
+from ..result import CheckResult
 
 GIB = 1 << 30
 MIN_JUDGED_BYTES = GIB

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..parsers.topo import topology_or_none
-from .result import CheckResult
+from ..result import CheckResult
 
 # A pair below this fraction of the median pair of its kind (NVLink / PCIe) is an outlier.
 RELATIVE_FRACTION = 0.8

@@ -36,9 +36,9 @@ from ..parsers.nvlink import parse_nvlink_status
 from ..parsers.smi_list import parse_smi_list
 from ..parsers.topo import topology_or_none
 from ..policy import Policy
+from ..result import SIMULATED, CheckResult, skipped
 from . import container, nccl, p2p
 from .health import HealthLimits, health_input, load_limits, run_health
-from .result import SIMULATED, CheckResult, skipped
 
 PAYLOAD = Path(__file__).with_name("payload") / "gpucheck.py"
 MARKER = "@@gpuprov-gpucheck@@"

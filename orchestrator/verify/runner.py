@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import HostError
-from ..validate.result import CheckResult, Status
+from ..result import CheckResult, Status
 
 if TYPE_CHECKING:
     from ..connection import Become

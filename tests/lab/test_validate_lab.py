@@ -25,8 +25,8 @@ from orchestrator.lab.running import RunningLab, attach
 from orchestrator.parsers import parse_host
 from orchestrator.policy import Policy
 from orchestrator.probe import probe_script, split_output
+from orchestrator.result import SIMULATED, CheckResult
 from orchestrator.validate import runner
-from orchestrator.validate.result import SIMULATED, CheckResult
 from orchestrator.validate.runner import SubprocessExecutor, validate_host
 
 pytestmark = pytest.mark.lab

@@ -14,7 +14,7 @@ from orchestrator.catalog import default_catalog
 from orchestrator.parsers import parse_host
 from orchestrator.plan import plan_host
 from orchestrator.policy import load_policy
-from orchestrator.validate.result import CheckResult
+from orchestrator.result import CheckResult
 
 REAL = Path(__file__).resolve().parents[2] / "tests" / "recorded" / "fixtures" / "real"
 RAW = {p.name: p.read_text() for p in (REAL / "h200x2-ubuntu2404-580").iterdir()}

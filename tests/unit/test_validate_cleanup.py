@@ -22,8 +22,8 @@ from orchestrator.catalog import default_catalog
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import parse_host
 from orchestrator.policy import Policy
+from orchestrator.result import CheckResult
 from orchestrator.validate import container, runner
-from orchestrator.validate.result import CheckResult
 from orchestrator.validate.runner import CommandOutput, SubprocessExecutor
 
 REAL = Path(__file__).resolve().parents[2] / "tests/recorded/fixtures/real/h200x2-ubuntu2404-580"

@@ -12,8 +12,8 @@ import pytest
 from orchestrator.catalog import default_catalog
 from orchestrator.parsers import parse_host
 from orchestrator.policy import Policy
+from orchestrator.result import SIMULATED, CheckResult
 from orchestrator.validate.health import health_input, run_health
-from orchestrator.validate.result import SIMULATED, CheckResult
 from orchestrator.validate.runner import CUDA_CHECKS, CommandOutput, validate_host
 
 REPO = Path(__file__).resolve().parents[2]

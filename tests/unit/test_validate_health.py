@@ -15,8 +15,8 @@ import pytest
 from orchestrator.catalog import default_catalog
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import names, parse_host
+from orchestrator.result import CheckResult
 from orchestrator.validate.health import health_input, run_health
-from orchestrator.validate.result import CheckResult
 
 SHARED = Path(__file__).resolve().parents[2] / "tests" / "recorded"
 REAL = SHARED / "fixtures" / "real" / "h200x2-ubuntu2404-580"

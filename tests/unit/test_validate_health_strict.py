@@ -12,8 +12,8 @@ import pytest
 from orchestrator.catalog import default_catalog
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import names, parse_host
+from orchestrator.result import CheckResult
 from orchestrator.validate.health import health_input, load_limits, run_health
-from orchestrator.validate.result import CheckResult
 
 REAL = Path(__file__).resolve().parents[2] / "tests/recorded/fixtures/real/h200x2-ubuntu2404-580"
 

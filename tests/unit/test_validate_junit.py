@@ -17,8 +17,8 @@ from orchestrator import pipeline
 from orchestrator import report as rep
 from orchestrator.cli import main
 from orchestrator.errors import BadInputError
+from orchestrator.result import CheckResult
 from orchestrator.validate.junit import check_path, junit_xml
-from orchestrator.validate.result import CheckResult
 
 
 def checks() -> tuple[CheckResult, ...]:

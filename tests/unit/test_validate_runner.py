@@ -13,8 +13,8 @@ from orchestrator.catalog import default_catalog
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import names, parse_host
 from orchestrator.policy import Policy
+from orchestrator.result import SIMULATED
 from orchestrator.validate import runner
-from orchestrator.validate.result import SIMULATED
 from orchestrator.validate.runner import CommandOutput, SubprocessExecutor, validate_host
 
 SHARED = Path(__file__).resolve().parents[2] / "tests" / "recorded"

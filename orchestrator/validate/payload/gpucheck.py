@@ -59,7 +59,7 @@ def result(
     diagnosis: str = "",
     gpu: int | None = None,
 ) -> Result:
-    """A check result with CheckResult's fields (orchestrator/validate/result.py)."""
+    """A check result with CheckResult's fields (orchestrator/result.py)."""
     return {
         "name": name,
         "status": status,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from orchestrator.validate.result import CheckResult, failed, host_ok
+from orchestrator.result import CheckResult, failed, host_ok
 
 
 def test_round_trip_through_json() -> None:

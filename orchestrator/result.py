@@ -1,4 +1,5 @@
-"""The result of one validation check, as the report shows and stores it."""
+"""The result of one check (validation and verification share it), as the report shows and
+stores it."""
 
 from __future__ import annotations
 
