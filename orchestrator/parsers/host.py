@@ -189,4 +189,7 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
         upgrade=upgrade,
         arch=_arch(raw),
         kernels=kernels,
+        smi_q_text=raw.get(names.SMI_Q),
+        nvlink_errors_text=raw.get(names.SMI_NVLINK_E),
+        has_nvlink_output=names.SMI_NVLINK_S in raw,
     )

@@ -1,4 +1,4 @@
-"""Host health checks: pure functions over a host's facts and raw outputs, no CUDA needed.
+"""Host health checks: pure functions over a host's facts (never raw text), no CUDA needed.
 
 Each check returns CheckResults with value, limit, unit and, unless it passed, a diagnosis
 that says what to do. Limits live in `limits.yaml` beside this file (sources in
@@ -19,10 +19,8 @@ import yaml
 from ..catalog import SAFE_LOADER, Catalog
 from ..errors import CatalogError
 from ..facts import HostFacts, SmiGpu, XidEvent
-from ..parsers import names
-from ..parsers._text import ParseError
-from ..parsers.nvlink import NvLinkErrors, parse_nvlink_errors
-from ..parsers.smi_q import SmiQ, SmiQGpu, parse_smi_q
+from ..parsers.nvlink import NvLinkErrors
+from ..parsers.smi_q import SmiQ, SmiQGpu
 from ..result import CheckResult
 
 LIMITS_PATH = Path(__file__).with_name("limits.yaml")
@@ -95,37 +93,19 @@ class HealthInput:
 
 def health_input(
     facts: HostFacts,
-    raw: Mapping[str, str],
     catalog: Catalog,
     *,
     expected_gpus: int | None = None,
     limits: HealthLimits | None = None,
 ) -> HealthInput:
-    """Parse the raw outputs the facts model does not carry (H1's parsers)."""
-    smi_q = None
-    if names.SMI_Q in raw:
-        try:
-            smi_q = parse_smi_q(raw[names.SMI_Q])
-        except ParseError:
-            smi_q = None
-    nvlink_errors: tuple[NvLinkErrors, ...] = ()
-    if names.SMI_NVLINK_E in raw:
-        try:
-            nvlink_errors = parse_nvlink_errors(raw[names.SMI_NVLINK_E])
-        except ParseError:
-            nvlink_errors = ()
-    nvswitches = 0
-    for dev in facts.nvidia_pci:
-        found = catalog.nvswitch(dev.device_id)
-        if found and found[1]:
-            nvswitches += 1
+    """What the checks read, from the host's facts (which parse -q and nvlink -e once)."""
     return HealthInput(
         facts=facts,
-        smi_q=smi_q,
-        nvlink_errors=nvlink_errors,
-        has_nvlink_output=names.SMI_NVLINK_S in raw,
+        smi_q=facts.smi_q,
+        nvlink_errors=facts.nvlink_errors,
+        has_nvlink_output=facts.has_nvlink_output,
         expected_gpus=expected_gpus,
-        nvswitches=nvswitches,
+        nvswitches=facts.nvswitches(catalog),
         limits=limits or load_limits(),
     )
 

@@ -584,9 +584,7 @@ def validate_host(
     say = progress or (lambda _msg: None)
     limits = limits or load_limits()
     health = run_health(
-        health_input(
-            facts, raw, catalog, expected_gpus=policy.validation_expected_gpus, limits=limits
-        )
+        health_input(facts, catalog, expected_gpus=policy.validation_expected_gpus, limits=limits)
     )
     bad = [r.label for r in health if r.status == "fail"]
     say(

@@ -35,7 +35,7 @@ def health(sim: SimHost) -> list[CheckResult]:
     raw = sim.raw()
     facts = parse_host("sim", raw)
     assert facts.simulated
-    return run_health(health_input(facts, raw, default_catalog(), expected_gpus=2))
+    return run_health(health_input(facts, default_catalog(), expected_gpus=2))
 
 
 def failing(results: list[CheckResult]) -> dict[str, CheckResult]:

@@ -32,7 +32,7 @@ def real() -> Raw:
 
 def health(raw: Raw, expected: int | None = 2) -> list[CheckResult]:
     facts = parse_host("h200", raw)
-    return run_health(health_input(facts, raw, default_catalog(), expected_gpus=expected))
+    return run_health(health_input(facts, default_catalog(), expected_gpus=expected))
 
 
 def only(results: list[CheckResult], name: str) -> list[CheckResult]:
@@ -309,7 +309,7 @@ def test_no_driver_yet_fails_with_the_fix() -> None:
 def test_other_derived_hosts_give_no_false_failure(fixture: str) -> None:
     raw = dict(load_host(DERIVED / fixture))
     facts = parse_host(fixture, raw)
-    results = run_health(health_input(facts, raw, default_catalog()))
+    results = run_health(health_input(facts, default_catalog()))
     assert [r.label for r in results if r.status == "fail"] == []
 
 
@@ -334,3 +334,24 @@ def test_nvswitch_host_without_driver_says_install_the_driver() -> None:
     r = only(health(raw, expected=8), "fabric_state")[0]
     assert r.status == "fail"
     assert "provision apply" in r.diagnosis
+
+
+def test_health_reads_the_facts_which_parse_q_and_nvlink_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Validation takes facts, not raw text (issue 26): -q and nvlink -e are parsed by the
+    facts model, once per host, however often the checks read them."""
+    from orchestrator.parsers import nvlink, smi_q
+
+    calls: list[str] = []
+    for module, name in ((smi_q, "parse_smi_q"), (nvlink, "parse_nvlink_errors")):
+        real_parse = getattr(module, name)
+        monkeypatch.setattr(
+            module, name, lambda text, _f=real_parse, _n=name: (calls.append(_n), _f(text))[1]
+        )
+    facts = parse_host("h200", real())
+    first = run_health(health_input(facts, default_catalog(), expected_gpus=2))
+    again = run_health(health_input(facts, default_catalog(), expected_gpus=2))
+    assert first == again
+    assert sorted(calls) == ["parse_nvlink_errors", "parse_smi_q"]
+    assert only(first, "ecc_uncorrectable")[0].status == "pass"  # read from the parsed -q

@@ -27,7 +27,7 @@ def edited(edit: Callable[[str], str], gpu: str = "00:07.0") -> dict[str, str]:
 
 def results(raw: dict[str, str], name: str) -> list[CheckResult]:
     facts = parse_host("h200", raw)
-    out = run_health(health_input(facts, raw, default_catalog(), expected_gpus=2))
+    out = run_health(health_input(facts, default_catalog(), expected_gpus=2))
     return [r for r in out if r.name == name]
 
 
