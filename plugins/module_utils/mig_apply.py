@@ -1,6 +1,7 @@
 """Apply a MIG layout on the GPU host itself (the mig role's tasks and its boot unit run this).
 
-    python3 -m orchestrator.mig_apply --config /etc/gpuprov/mig.json check|apply
+    gpuprov-mig --config /etc/gpuprov/mig.json check|apply    # as the mig role installs it
+    python3 -m orchestrator.mig_apply --config ... check       # in a gpuprov checkout
 
 `check` is read-only: it reads the GPUs' state, validates the selected layout against their
 own `nvidia-smi mig -lgip` / `-lgipp` (orchestrator.mig), and prints what `apply` would do.
@@ -9,8 +10,9 @@ reboot only where the reset fails), destroys and re-creates GPU and compute inst
 they differ from the layout, starts the clients again and refreshes the CDI spec. Both print
 one JSON object: {"changed", "actions", "reboot_required", "gpus"}.
 
-Standard library only (plus orchestrator.mig, orchestrator.parsers.mig, orchestrator.errors),
-so the role can install it on hosts that have no gpuprov.
+Standard library only (plus mig.py, parsers/mig.py, parsers/_text.py and errors.py beside it
+in the collection's module_utils), so the role can install it on hosts that have no gpuprov
+(gpuprov.nvidia.mig_applier writes these files there as the package gpuprov_mig).
 """
 
 from __future__ import annotations
@@ -310,7 +312,7 @@ def apply(run: Runner, host: str, opts: Options, *, dry_run: bool) -> Outcome:
             raise HostError(
                 f"MIG layout {opts.layout!r} still differs after apply: {'; '.join(left)}",
                 host=host,
-                fix="run `python3 -m orchestrator.mig_apply check` on the host and compare",
+                fix="run `gpuprov-mig check` on the host and compare",
             )
     return outcome
 

@@ -26,7 +26,7 @@ from orchestrator.mig_apply import (
 from orchestrator.verify.expect import Expectation
 from orchestrator.verify.suite import hoststate
 
-FIX = "rerun `provision apply` (role mig), or on the host `python3 -m orchestrator.mig_apply apply`"
+FIX = "rerun `provision apply` (role mig), or on the host `gpuprov-mig apply`"
 
 
 @dataclass(frozen=True)
