@@ -74,17 +74,17 @@ spec = dict(t.spec, deadline_s=9)  # its own deadline far too short: what a hang
 json.dump(spec, open(f"{sys.argv[1]}/spec-deadline.json", "w"), indent=1)
 PY
 for i in 1 2; do
-  t=$(now); python3 orchestrator/validate/payload/gpucheck.py --spec "$res/spec.json"     --out "$res/payload-$i.json" 2> "$res/payload-$i.err"; echo "payload $i: exit=$? wall $(took "$t")"
+  t=$(now); PYTHONPATH=orchestrator/validate/payload python3 -m gpucheck --spec "$res/spec.json"     --out "$res/payload-$i.json" 2> "$res/payload-$i.err"; echo "payload $i: exit=$? wall $(took "$t")"
 done
 python3 -c "import json,sys; d=json.load(open('$res/payload-2.json')); print('elapsed', d['elapsed_s'], 'parent', d.get('parent_s'), 'workers', d.get('worker_timing_s'))"
 step "the payload's own deadline on the real GPU (deadline_s=9: the workers get about 4 s)"
-t=$(now); python3 orchestrator/validate/payload/gpucheck.py --spec "$res/spec-deadline.json"   --out "$res/payload-deadline.json" 2> "$res/payload-deadline.err"; echo "exit=$? wall $(took "$t")"
+t=$(now); PYTHONPATH=orchestrator/validate/payload python3 -m gpucheck --spec "$res/spec-deadline.json"   --out "$res/payload-deadline.json" 2> "$res/payload-deadline.err"; echo "exit=$? wall $(took "$t")"
 python3 -c "
 import json; d=json.load(open('$res/payload-deadline.json'))
 for r in d['results']:
     if r['status'] != 'pass': print(r['name'], r['gpu'], r['status'], r['value'], '|', r['diagnosis'][:220])
 print('results kept:', [r['name'] for r in d['results'] if r['status'] == 'pass'])"
-sleep 1; echo "payload processes left: $(pgrep -fc 'gpucheck.py|multiprocessing.spawn' || true)"
+sleep 1; echo "payload processes left: $(pgrep -fc 'gpucheck|multiprocessing.spawn' || true)"
 fi
 
 if has docker || has cleanup; then

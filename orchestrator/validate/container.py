@@ -34,7 +34,7 @@ NAME_PREFIX = "gpuprov-validate-"
 @dataclass(frozen=True)
 class ContainerSpec:
     image: str
-    payload_dir: str  # on the host; holds gpucheck.py and spec.json
+    payload_dir: str  # on the host; holds gpucheck.pyz and spec.json
     devices: DeviceMode = "gpus"  # "none": no GPUs (plumbing tests only)
     ipc_host: bool = True
     shm_size: str = "16g"  # used only when ipc_host is False
@@ -67,7 +67,7 @@ def docker_run_argv(spec: ContainerSpec, docker: str = "docker") -> list[str]:
     for key, value in sorted((spec.env or {}).items()):
         argv += ["-e", f"{key}={value}"]
     argv += ["--entrypoint", spec.python, spec.image]
-    argv += [f"{PAYLOAD_MOUNT}/gpucheck.py", "--spec", f"{PAYLOAD_MOUNT}/spec.json"]
+    argv += [f"{PAYLOAD_MOUNT}/gpucheck.pyz", "--spec", f"{PAYLOAD_MOUNT}/spec.json"]
     return argv
 
 

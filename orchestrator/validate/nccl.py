@@ -1,7 +1,7 @@
 """The NCCL all-reduce check: judge a bus-bandwidth sweep against the SKU's catalog floors.
 
 Two sources give the same sweep points: our own torch.distributed sweep (one process per
-GPU, `payload/gpucheck.py`) and nccl-tests' `all_reduce_perf` output (parsed by
+GPU, `payload/gpucheck/`) and nccl-tests' `all_reduce_perf` output (parsed by
 `orchestrator.parsers.nccl_tests`). busbw = algbw x 2(n-1)/n; floors apply at messages of
 1 GiB and more, where the figure is stable (reference/validation.md).
 """

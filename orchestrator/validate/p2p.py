@@ -1,7 +1,7 @@
 """Per-pair peer-to-peer copy bandwidth: judge every ordered GPU pair and name the bad GPU or link.
 
 The payload copies 256 MiB from each GPU to each other GPU, one pair at a time
-(`payload/gpucheck.py: p2p_copies`). A slow ring all-reduce says only that something is slow;
+(`payload/gpucheck/p2p.py: p2p_copies`). A slow ring all-reduce says only that something is slow;
 per pair, a GPU whose every pair is slow is a bad GPU (or its NVLinks), a single slow pair a bad
 link. Where `nvidia-smi topo -m` says NV# between two GPUs, the pair must reach the catalog's
 `p2p_bandwidth` floor (Azure's, nvbandwidth's copy-engine read), and every NVLink pair must

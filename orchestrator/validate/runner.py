@@ -9,14 +9,18 @@ checks that need CUDA are skipped with "simulated GPU", never passed.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import secrets
 import shlex
 import subprocess
 import threading
 import time
+import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -40,7 +44,13 @@ from ..result import SIMULATED, CheckResult, skipped
 from . import container, nccl, p2p
 from .health import HealthLimits, health_input, load_limits, run_health
 
-PAYLOAD = Path(__file__).with_name("payload") / "gpucheck.py"
+PAYLOAD = Path(__file__).with_name("payload") / "gpucheck"  # the package; shipped as a zipapp
+# The zipapp's own __main__ (python -m zipapp semantics: a zip with __main__.py at its root).
+# Guarded: multiprocessing's spawn re-runs it as __mp_main__ in every worker.
+_ZIPAPP_MAIN = (
+    "import sys\n\nfrom gpucheck.entry import main\n\n"
+    'if __name__ == "__main__":\n    sys.exit(main())\n'
+)
 MARKER = "@@gpuprov-gpucheck@@"
 Runtime = Literal["docker", "host"]
 P2P = "p2p_bandwidth"  # the catalog figure for per-pair peer copies
@@ -286,22 +296,41 @@ def choose_runtime(facts: HostFacts, policy: Policy, requested: str | None) -> R
     return "docker" if rt.docker_active and gpu_ready else "host"
 
 
+@cache
+def payload_zipapp() -> bytes:
+    """The payload package as one runnable zip (`python3 gpucheck.pyz --spec ...`), with
+    fixed timestamps so the same sources give the same bytes."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        files = [("__main__.py", _ZIPAPP_MAIN)] + [
+            (f"gpucheck/{p.name}", p.read_text(encoding="utf-8"))
+            for p in sorted(PAYLOAD.glob("*.py"))
+        ]
+        for name, text in files:
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, text)
+    return buf.getvalue()
+
+
 def stage_script(spec: Mapping[str, Any], run: str) -> str:
-    """A sh script that writes the payload and its spec to a private temp dir, then runs
-    `run` (which refers to that dir as $d), and removes the dir."""
-    payload = PAYLOAD.read_text(encoding="utf-8")
+    """A sh script that writes the payload (the zipapp, base64 in a here-document) and its
+    spec to a private temp dir, then runs `run` (which refers to that dir as $d), and removes
+    the dir."""
+    payload = base64.encodebytes(payload_zipapp()).decode("ascii")
     return "\n".join(
         [
             "set -eu",
             'd=$(mktemp -d "${TMPDIR:-/tmp}/gpuprov-validate.XXXXXX")',
             "trap 'rm -rf \"$d\"' EXIT",
-            "cat > \"$d/gpucheck.py\" <<'GPUPROV_PAYLOAD_EOF'",
+            "base64 -d > \"$d/gpucheck.pyz\" <<'GPUPROV_PAYLOAD_EOF'",
             payload.rstrip("\n"),
             "GPUPROV_PAYLOAD_EOF",
             "cat > \"$d/spec.json\" <<'GPUPROV_SPEC_EOF'",
             json.dumps(spec, indent=1),
             "GPUPROV_SPEC_EOF",
-            'chmod 0755 "$d"; chmod 0644 "$d/gpucheck.py" "$d/spec.json"',
+            'chmod 0755 "$d"; chmod 0644 "$d/gpucheck.pyz" "$d/spec.json"',
             "set +e",
             run,
             "rc=$?",
@@ -313,7 +342,7 @@ def stage_script(spec: Mapping[str, Any], run: str) -> str:
 
 def host_command(python: str = "python3") -> str:
     env = " ".join(f"{k}={v}" for k, v in nccl.NVLS_OFF_ENV.items())
-    return f'env {env} {python} "$d/gpucheck.py" --spec "$d/spec.json"'
+    return f'env {env} {python} "$d/gpucheck.pyz" --spec "$d/spec.json"'
 
 
 def docker_command(

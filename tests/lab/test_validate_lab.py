@@ -240,7 +240,7 @@ def test_on_a_real_engine_a_leftover_is_removed_and_a_running_one_respected(
 def test_payload_mount_is_read_only(payload_image: str, tmp_path: Path) -> None:
     from orchestrator.validate.container import ContainerSpec, docker_run_argv
 
-    (tmp_path / "gpucheck.py").write_text("open('/gpuprov/x', 'w')\n")
+    (tmp_path / "gpucheck.pyz").write_text("open('/gpuprov/x', 'w')\n")  # python runs it
     (tmp_path / "spec.json").write_text("{}")
     argv = docker_run_argv(
         ContainerSpec(

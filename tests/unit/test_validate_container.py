@@ -17,7 +17,7 @@ def test_gpus_all_ipc_host_payload_read_only_and_a_timeout() -> None:
     assert "--ipc=host" in argv
     assert "/tmp/p:/gpuprov:ro" in argv
     assert argv[argv.index("-e") + 1] == "A=1"
-    assert argv[-4:] == ["img:1", "/gpuprov/gpucheck.py", "--spec", "/gpuprov/spec.json"]
+    assert argv[-4:] == ["img:1", "/gpuprov/gpucheck.pyz", "--spec", "/gpuprov/spec.json"]
     assert argv[argv.index("--entrypoint") + 1] == "python3"
 
 

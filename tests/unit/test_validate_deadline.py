@@ -1,7 +1,7 @@
 """Nested deadlines: the payload's own deadline fires before the outer kill, reports every
 finished check, names the GPU and phase that hung, and kills its workers for sure.
 
-The workers here are stand-ins for gpucheck.worker (no torch, no GPU): they speak the same
+The workers here are stand-ins for gpucheck.workers.worker (no torch, no GPU): they speak the same
 Reporter protocol and sleep where a real worker would hang (in the GEMM, in a collective).
 They run under the "fork" start method so the test's own functions need no import by name.
 """
@@ -17,40 +17,29 @@ import time
 from pathlib import Path
 from typing import Any
 
+from payloadpkg import FOLDER, load_payload
+
 from orchestrator.catalog import default_catalog
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import parse_host
 from orchestrator.policy import Policy
 from orchestrator.validate import runner
 
-PAYLOAD = Path(__file__).resolve().parents[2] / "orchestrator/validate/payload/gpucheck.py"
-
-
-def _load() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gpucheck_deadline", PAYLOAD)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gpucheck = _load()
+gpucheck = load_payload()
 
 REAL = Path(__file__).resolve().parents[2] / "tests/recorded/fixtures/real/h200x2-ubuntu2404-580"
 
 
 def _finished_gemm(rep: Any, rank: int) -> None:
     rep.phase("gemm_bf16")
-    rep.result(gpucheck.result("gemm_bf16", "pass", 790.0, 711.0, "TFLOP/s", "", rank))
+    rep.result(gpucheck.results.result("gemm_bf16", "pass", 790.0, 711.0, "TFLOP/s", "", rank))
 
 
 def hung_gemm_worker(
     rank: int, ranks: int, spec: Any, port: int, q: Any, t0: float, go: Any
 ) -> None:
     """GPU 1's GEMM never returns; GPU 0 finishes its own checks and waits in nccl_init."""
-    rep = gpucheck.Reporter(q, rank, t0)
+    rep = gpucheck.workers.Reporter(q, rank, t0)
     rep.phase("torch_import")
     go.wait()
     if rank == 1:
@@ -58,7 +47,7 @@ def hung_gemm_worker(
         time.sleep(600)  # a GEMM that never completes (a hung GPU)
     _finished_gemm(rep, rank)
     rep.phase("copy_d2d")
-    rep.result(gpucheck.result("copy_d2d", "pass", 4270.0, 3780.0, "GB/s", "", rank))
+    rep.result(gpucheck.results.result("copy_d2d", "pass", 4270.0, 3780.0, "GB/s", "", rank))
     rep.phase("nccl_init")
     time.sleep(600)  # init_process_group waits for the rank that never comes
 
@@ -67,7 +56,7 @@ def hung_collective_worker(
     rank: int, ranks: int, spec: Any, port: int, q: Any, t0: float, go: Any
 ) -> None:
     """Every rank reaches the sweep; the all-reduce never completes (an NCCL hang)."""
-    rep = gpucheck.Reporter(q, rank, t0)
+    rep = gpucheck.workers.Reporter(q, rank, t0)
     go.wait()
     _finished_gemm(rep, rank)
     rep.phase("allreduce_sweep")
@@ -78,7 +67,7 @@ def hung_collective_worker(
 
 
 def good_worker(rank: int, ranks: int, spec: Any, port: int, q: Any, t0: float, go: Any) -> None:
-    rep = gpucheck.Reporter(q, rank, t0)
+    rep = gpucheck.workers.Reporter(q, rank, t0)
     go.wait()
     _finished_gemm(rep, rank)
     rep.phase("done")
@@ -88,7 +77,7 @@ def good_worker(rank: int, ranks: int, spec: Any, port: int, q: Any, t0: float, 
 def crashing_worker(
     rank: int, ranks: int, spec: Any, port: int, q: Any, t0: float, go: Any
 ) -> None:
-    rep = gpucheck.Reporter(q, rank, t0)
+    rep = gpucheck.workers.Reporter(q, rank, t0)
     go.wait()
     _finished_gemm(rep, rank)
     rep.phase("copy_d2d")
@@ -97,7 +86,7 @@ def crashing_worker(
 
 def _run(target: Any, count: int = 2, within: float = 2.0, **kw: Any) -> tuple[Any, float]:
     started = time.monotonic()
-    out = gpucheck.run_workers(
+    out = gpucheck.workers.run_workers(
         {"deadline_s": within}, count, started + within, target=target, context="fork", **kw
     )
     return out, time.monotonic() - started
@@ -167,13 +156,13 @@ def test_parent_work_before_the_workers_that_hangs_is_reported() -> None:
 
 
 WATCHDOG = """
-import importlib.util, sys, time
-spec = importlib.util.spec_from_file_location("gpucheck", {payload!r})
-gpucheck = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(gpucheck)
-doc = {{"results": [gpucheck.result("cuda_available", "pass", True, True, "")], "sweep": []}}
-em = gpucheck.Emitter({out!r})
-gpucheck.start_watchdog(doc, em, {{"phase": "host-wide checks", "deadline": "1",
+import sys, time
+sys.path.insert(0, {payload!r})
+import gpucheck.entry, gpucheck.results
+ok = gpucheck.results.result("cuda_available", "pass", True, True, "")
+doc = {{"results": [ok], "sweep": []}}
+em = gpucheck.entry.Emitter({out!r})
+gpucheck.entry.start_watchdog(doc, em, {{"phase": "host-wide checks", "deadline": "1",
                                    "started": str(time.monotonic())}}, 0.5)
 time.sleep(60)  # the parent itself hangs (a CUDA call, a MIG probe)
 """
@@ -181,7 +170,7 @@ time.sleep(60)  # the parent itself hangs (a CUDA call, a MIG probe)
 
 def test_the_watchdog_reports_a_hung_parent_and_exits(tmp_path: Path) -> None:
     out = tmp_path / "doc.json"
-    code = WATCHDOG.format(payload=str(PAYLOAD), out=str(out))
+    code = WATCHDOG.format(payload=str(FOLDER), out=str(out))
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert time.monotonic() - started < 15
@@ -205,5 +194,5 @@ def test_the_payload_deadline_ends_well_before_the_outer_kill() -> None:
 
 
 def test_the_payload_file_has_no_test_code() -> None:
-    text = PAYLOAD.read_text()
+    text = "\n".join(p.read_text() for p in (FOLDER / "gpucheck").glob("*.py"))
     assert "time.sleep(600)" not in text

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
+from payloadpkg import load_payload
 
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import names
@@ -16,18 +15,7 @@ from orchestrator.validate import runner
 from orchestrator.validate.p2p import PairCopy, check_p2p, nvlink_pairs
 
 REAL = Path(__file__).resolve().parents[2] / "tests/recorded/fixtures/real/h200x2-ubuntu2404-580"
-PAYLOAD = Path(__file__).resolve().parents[2] / "orchestrator/validate/payload/gpucheck.py"
-
-
-def _load() -> Any:
-    spec = importlib.util.spec_from_file_location("gpucheck_p2p", PAYLOAD)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gpucheck = _load()
+gpucheck = load_payload()
 TOPO = dict(load_host(REAL))[names.SMI_TOPO]
 
 
@@ -115,24 +103,24 @@ def test_numa_affinity_of_a_host_without_topology() -> None:
     ],
 )
 def test_cpu_lists(text: str, cpus: set[int]) -> None:
-    assert gpucheck.parse_cpulist(text) == cpus
+    assert gpucheck.numa.parse_cpulist(text) == cpus
 
 
 def test_bind_numa_pins_to_the_gpus_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
     pinned: list[set[int]] = []
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
     monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: pinned.append(set(cpus)))
-    monkeypatch.setattr(gpucheck, "_prefer_node", lambda node: "")
-    r = gpucheck.bind_numa(1, {"1": {"cpus": "32-63", "node": "1"}})
+    monkeypatch.setattr(gpucheck.numa, "_prefer_node", lambda node: "")
+    r = gpucheck.numa.bind_numa(1, {"1": {"cpus": "32-63", "node": "1"}})
     assert r["status"] == "pass" and r["value"] == "cpus 32-63, node 1"
     assert pinned == [set(range(32, 64))]
 
 
 def test_bind_numa_outside_the_allowed_cpus_warns(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    r = gpucheck.bind_numa(0, {"0": {"cpus": "48-95", "node": "1"}})
+    r = gpucheck.numa.bind_numa(0, {"0": {"cpus": "48-95", "node": "1"}})
     assert r["status"] == "warn" and "cpuset" in r["diagnosis"]
-    assert gpucheck.bind_numa(0, {})["status"] == "skip"
+    assert gpucheck.numa.bind_numa(0, {})["status"] == "skip"
 
 
 def test_the_spec_carries_numa_and_p2p_for_the_real_host() -> None:

@@ -1,35 +1,26 @@
-"""The payload's pure decisions, imported from its file (it is a standalone script)."""
+"""The payload's pure decisions, imported from its package (standalone: it runs as a zipapp
+with the standard library and torch only), and the zipapp the runner stages."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from payloadpkg import FOLDER, load_payload
 
-PAYLOAD = Path(__file__).resolve().parents[2] / "orchestrator/validate/payload/gpucheck.py"
+from orchestrator.validate import runner
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpucheck", PAYLOAD)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gpucheck = _load()
+gpucheck = load_payload()
 
 # torch.cuda.get_arch_list() of the real 2x H200 host (fixtures/real/.../torch-info.txt)
 REAL_ARCH = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
 
 
 def test_payload_does_not_import_the_orchestrator() -> None:
-    text = PAYLOAD.read_text()
+    text = "\n".join(p.read_text() for p in (FOLDER / "gpucheck").glob("*.py"))
     assert "import orchestrator" not in text
     assert "from orchestrator" not in text
 
@@ -49,7 +40,7 @@ def test_payload_does_not_import_the_orchestrator() -> None:
 def test_arch_list_covers_the_device(
     arch: list[str], cc: tuple[int, int], status: str, needle: str
 ) -> None:
-    got, diagnosis = gpucheck.arch_covers(arch, cc)
+    got, diagnosis = gpucheck.decisions.arch_covers(arch, cc)
     assert got == status
     assert needle in diagnosis
 
@@ -68,35 +59,37 @@ def test_arch_list_covers_the_device(
 def test_cuda_build_vs_driver(
     build: str | None, driver: int | None, status: str, needle: str
 ) -> None:
-    got, _value, diagnosis = gpucheck.cuda_vs_driver(build, driver)
+    got, _value, diagnosis = gpucheck.decisions.cuda_vs_driver(build, driver)
     assert got == status
     assert needle in diagnosis
 
 
 def test_busbw_is_nccl_tests_definition() -> None:
-    assert gpucheck.busbw(100.0, 2) == pytest.approx(100.0)
-    assert gpucheck.busbw(100.0, 8) == pytest.approx(175.0)
-    assert gpucheck.busbw(100.0, 1) == 0.0
+    assert gpucheck.decisions.busbw(100.0, 2) == pytest.approx(100.0)
+    assert gpucheck.decisions.busbw(100.0, 8) == pytest.approx(175.0)
+    assert gpucheck.decisions.busbw(100.0, 1) == 0.0
 
 
 def test_sweep_sizes_match_the_nccl_tests_run() -> None:
-    sizes = gpucheck.sweep_sizes(1 << 20, 4 << 30, 4)
+    sizes = gpucheck.decisions.sweep_sizes(1 << 20, 4 << 30, 4)
     assert sizes == [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30, 4 << 30]
 
 
 def test_floors_never_pass_without_a_limit() -> None:
-    assert gpucheck.at_least("g", 800.0, 711.0, "TFLOP/s", 0, "x")["status"] == "pass"
-    low = gpucheck.at_least("g", 500.0, 711.0, "TFLOP/s", 0, "bf16 GEMM")
+    assert gpucheck.results.at_least("g", 800.0, 711.0, "TFLOP/s", 0, "x")["status"] == "pass"
+    low = gpucheck.results.at_least("g", 500.0, 711.0, "TFLOP/s", 0, "bf16 GEMM")
     assert low["status"] == "fail"
     assert "below the floor 711" in low["diagnosis"]
-    assert gpucheck.at_least("g", 800.0, None, "TFLOP/s", 0, "x")["status"] == "warn"
+    assert gpucheck.results.at_least("g", 800.0, None, "TFLOP/s", 0, "x")["status"] == "warn"
 
 
 def test_without_torch_the_payload_says_so(tmp_path: Path) -> None:
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"expected_count": 2}))
+    zipapp = tmp_path / "gpucheck.pyz"  # what the runner stages on the host
+    zipapp.write_bytes(runner.payload_zipapp())
     proc = subprocess.run(
-        [sys.executable, "-S", str(PAYLOAD), "--spec", str(spec)],
+        [sys.executable, "-S", str(zipapp), "--spec", str(spec)],
         capture_output=True,
         text=True,
         check=False,

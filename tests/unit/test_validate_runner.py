@@ -87,7 +87,7 @@ def test_real_device_output_gives_a_passing_host() -> None:
     script = execute.scripts[0]
     assert "GPUPROV_PAYLOAD_EOF" in script
     assert "NCCL_NVLS_ENABLE=0" in script
-    assert '"$d/gpucheck.py"' in script
+    assert '"$d/gpucheck.pyz"' in script
 
 
 def test_simulated_host_skips_cuda_checks_never_passes_them() -> None:

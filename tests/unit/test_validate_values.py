@@ -6,24 +6,10 @@ ever wraps), so the decisions are checked here element by element without a GPU.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from typing import Any
-
 import pytest
+from payloadpkg import load_payload
 
-PAYLOAD = Path(__file__).resolve().parents[2] / "orchestrator/validate/payload/gpucheck.py"
-
-
-def _load() -> Any:
-    spec = importlib.util.spec_from_file_location("gpucheck_values", PAYLOAD)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-g = _load()
+g = load_payload()
 N = 20000
 
 
@@ -38,13 +24,13 @@ def reduced(ranks: int, offset: int = 0, stale_rank: int | None = None) -> list[
             if r == stale_rank:
                 continue
             idx = i + offset if r == ranks - 1 else i
-            total += float(g.pattern(idx, r))
+            total += float(g.allreduce.pattern(idx, r))
         out.append(total)
     return out
 
 
 def wrong(got: list[float], ranks: int) -> int:
-    return sum(1 for i, v in enumerate(got) if v != float(g.expected_sum(i, ranks)))
+    return sum(1 for i, v in enumerate(got) if v != float(g.allreduce.expected_sum(i, ranks)))
 
 
 @pytest.mark.parametrize("ranks", [2, 8])
@@ -67,13 +53,15 @@ def test_a_stale_buffer_of_one_rank_is_caught() -> None:
 
 def test_values_stay_exact_in_fp32_even_for_large_rank_counts() -> None:
     # 12-bit values: the sum of 4096 ranks is below 2^24, fp32's exact-integer limit
-    assert g.PATTERN_MASK * 4096 < 2**24
+    assert g.allreduce.PATTERN_MASK * 4096 < 2**24
     # index x multiplier never wraps int64 for buffers up to 16 GiB of fp32 (2^32 elements)
-    assert (2**32) * g.PATTERN_MUL < 2**63
+    assert (2**32) * g.allreduce.PATTERN_MUL < 2**63
 
 
 def test_the_pattern_depends_on_position_and_rank() -> None:
-    values = {g.pattern(i, 0) for i in range(4096)}
+    values = {g.allreduce.pattern(i, 0) for i in range(4096)}
     assert len(values) > 2000  # not periodic in any small stride
-    assert all(g.pattern(i, 0) != g.pattern(i, 1) for i in range(1000))
-    assert g.expected_sum(12345, 3) == sum(g.pattern(12345, r) for r in range(3))
+    assert all(g.allreduce.pattern(i, 0) != g.allreduce.pattern(i, 1) for i in range(1000))
+    assert g.allreduce.expected_sum(12345, 3) == sum(
+        g.allreduce.pattern(12345, r) for r in range(3)
+    )
