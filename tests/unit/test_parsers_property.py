@@ -20,12 +20,10 @@ from hypothesis import strategies as st
 from orchestrator.parsers import ParseError, names, parse_host
 from orchestrator.parsers.converged import parse_record, parse_records
 from orchestrator.parsers.driver_version import parse_driver_version, parse_nvrm_line
-from orchestrator.parsers.gpus_information import parse_gpus_information
 from orchestrator.parsers.infiniband import parse_infiniband_vpd
 from orchestrator.parsers.kernel_log import parse_kernel_log
 from orchestrator.parsers.kernels import parse_kernels
 from orchestrator.parsers.mig import parse_lci, parse_lgi, parse_lgip, parse_lgipp
-from orchestrator.parsers.mig_lcip import parse_lcip
 from orchestrator.parsers.nccl_tests import parse_nccl_tests
 from orchestrator.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
 from orchestrator.parsers.os_release import parse_os_release
@@ -53,13 +51,11 @@ REAL_HOST = REAL / "h200x2-ubuntu2404-580"
 PARSERS: dict[str, tuple[Callable[[str], Any], str | None]] = {
     "parse_driver_version": (parse_driver_version, names.PROC_DRIVER_VERSION),
     "parse_nvrm_line": (parse_nvrm_line, names.PROC_DRIVER_VERSION),
-    "parse_gpus_information": (parse_gpus_information, names.PROC_GPUS_INFORMATION),
     "parse_kernel_log": (parse_kernel_log, names.KERNEL_LOG),
     "parse_lgip": (parse_lgip, names.SMI_MIG_LGIP),
     "parse_lgipp": (parse_lgipp, names.SMI_MIG_LGIPP),
     "parse_lgi": (parse_lgi, names.SMI_MIG_LGI),
     "parse_lci": (parse_lci, names.SMI_MIG_LGI),
-    "parse_lcip": (parse_lcip, names.SMI_MIG_LCIP),
     "parse_nccl_tests": (parse_nccl_tests, "nccl-tests-all_reduce_perf.txt"),
     "parse_nvlink_status": (parse_nvlink_status, names.SMI_NVLINK_S),
     "parse_nvlink_errors": (parse_nvlink_errors, names.SMI_NVLINK_E),
