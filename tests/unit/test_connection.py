@@ -291,6 +291,7 @@ RAW_PLAY = """\
 """
 
 
+@pytest.mark.ansible
 @needs_ssh
 @pytest.mark.parametrize("bastion_known", [True, False])
 def test_ansible_takes_the_same_checked_route(
