@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup engine venv images demo test test-unit test-lab lint clean
+.PHONY: setup engine venv images demo test test-unit test-ansible test-lab lint clean
 
 setup: engine venv images
 
@@ -31,8 +31,13 @@ test: setup
 test-lab: setup
 	VENV=$(VENV) ./scripts/lab-tests.sh
 
+# The tiers (docs/benchmarks.md, "Test tiers"): pure unit tests (parsers, planner, report; no
+# real Ansible) for the inner loop, then role renders through real Ansible; `make test` runs both.
 test-unit: venv
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest -q -p no:cacheprovider -m "not lab" tests
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest -q -p no:cacheprovider -n 2 -m "not lab and not ansible" tests
+
+test-ansible: venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest -q -p no:cacheprovider -n 2 -m "ansible and not lab" tests
 
 lint: venv
 	$(VENV)/bin/ruff check orchestrator tests bench

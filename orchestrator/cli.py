@@ -284,11 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
+def _resolve(target: str) -> Callable[..., int]:
     module_name, func_name = target.split(":")
-    func: Callable[[argparse.Namespace], int] = getattr(
-        importlib.import_module(module_name), func_name
-    )
+    func: Callable[..., int] = getattr(importlib.import_module(module_name), func_name)
     return func
 
 
@@ -399,7 +397,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         timing.reset()
         check_arguments(args)
-        return _resolve(STAGES[args.stage or "all"])(args)
+        stage = args.stage or "all"
+        if stage == "lab":
+            return _resolve(STAGES[stage])(args)
+        from .pipeline import StageOptions
+
+        return _resolve(STAGES[stage])(StageOptions.of(args))  # the one reading of args
     except GpuprovError as exc:
         print(f"provision: error: {exc}", file=sys.stderr)
         return exc.exit_code

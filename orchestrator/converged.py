@@ -29,20 +29,12 @@ from typing import TYPE_CHECKING
 from . import paths
 from .parsers.converged import RoleRecord, parse_records
 from .parsers.names import UPGRADE_STATE
+from .roletable import default_roles
 
 if TYPE_CHECKING:
     from .apply import ApplyResult
     from .plan import HostPlan
 
-ROLE_ORDER = ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig")
-# A role's inputs include those of the roles whose state it builds on: the toolkit's CDI
-# spec and runtime entry follow the driver and Docker, MIG needs the driver.
-DEPENDS: Mapping[str, tuple[str, ...]] = {
-    "nvidia_driver": (),
-    "docker": (),
-    "nvidia_container_toolkit": ("nvidia_driver", "docker"),
-    "mig": ("nvidia_driver",),
-}
 DIGEST_VAR = "gpuprov_role_digests"  # {role: digest}: what each role records
 SKIP_VAR = "gpuprov_skip_roles"  # [role]: the converged roles site.yml leaves out
 # the record's code: the collection's module gpuprov.nvidia.converged_record and its action
@@ -52,17 +44,14 @@ RECORD_CODE = tuple(
 SCHEMA = 1
 
 
-def _prefix(role: str) -> str:
-    return f"{role}_"
-
-
 def role_inputs(
     role: str, planned: Mapping[str, object], inventory: Mapping[str, object]
 ) -> dict[str, object]:
     """The variables `role` (and the roles it builds on) receive: the inventory's variables of
     their prefixes, under the plan's (the plan document entry, `planned`, wins as in
-    site.yml)."""
-    prefixes = tuple(_prefix(r) for r in (role, *DEPENDS.get(role, ())))
+    site.yml). The role table (orchestrator/roles.yaml) says what a role builds on."""
+    roles = default_roles()
+    prefixes = tuple(roles[r].prefix for r in (role, *roles[role].depends_on))
     out: dict[str, object] = {}
     for source in (inventory, planned):
         out.update({k: v for k, v in source.items() if k.startswith(prefixes)})
@@ -136,7 +125,7 @@ class Decision:
 def _expected(records: Mapping[str, RoleRecord]) -> dict[tuple[str, str], str]:
     """Each recorded item's expected line: the latest role's (site.yml's order) that records it."""
     out: dict[tuple[str, str], str] = {}
-    for role in sorted(records, key=lambda r: ROLE_ORDER.index(r) if r in ROLE_ORDER else 99):
+    for role in sorted(records, key=default_roles().position):
         for key, line in records[role].state.items():
             out[key] = line
     return out

@@ -1,12 +1,16 @@
-"""The one table of knobs: every variable gpuprov or its roles read, with its contract.
+"""The one table of knobs: every variable gpuprov or its roles read, with its contract, and
+the one reader of their values.
 
-Role inputs come from the roles themselves: type, choices, elements and description from
-``roles/<role>/meta/argument_specs.yml``, the default from ``roles/<role>/defaults/main.yml``
-(its only home). gpuprov's own ``gpuprov_*`` knobs, the lab's, and how the planner reads the
-role inputs it decides (``nvidia_driver_flavour: auto``...) come from ``knobs.yaml`` beside
-this module. Policy parsing (policy.py), the docs in ``inventory/group_vars/all.yml``
-(:func:`render_group_vars`), verify's expectations and the report read this table; nothing
-else copies a default.
+Role inputs come from the roles themselves: their spec (type, choices, elements,
+description) from ``roles/<role>/meta/argument_specs.yml``, the default from
+``roles/<role>/defaults/main.yml`` (which must agree with the spec's). gpuprov's own
+``gpuprov_*`` knobs, the lab's, and how the planner reads the role inputs it decides
+(``nvidia_driver_flavour: auto``...) come from ``knobs.yaml`` beside this module, written in
+the same form. :func:`read` reads values with ansible-core's ``ArgumentSpecValidator``, as
+the role's own argument validation does (``"false"``, ``"off"``, ``"8"``, ``"a,b"`` from an
+INI inventory), for the planner (policy.py), the typed plan (roleplans.py) and verify
+(verify/expect.py) alike; a bad value is one line naming the knob, the value and the fix.
+The docs in ``inventory/group_vars/all.yml`` (:func:`render_group_vars`) read this table too.
 
 A variable named like a knob (``gpuprov_*`` or a role's prefix) that the table does not know
 is a typo or a knob that does not exist: :func:`unknown_knobs` finds those, with the closest
@@ -28,46 +32,67 @@ import yaml
 from . import paths
 from .catalog import SAFE_LOADER
 from .errors import CatalogError
+from .roletable import default_roles
 
 REPO_ROOT = paths.SOURCE_ROOT  # the checkout, or the wheel's bundle
 ROLES_DIR = REPO_ROOT / "roles"
 DATA = Path(__file__).with_name("knobs.yaml")
 
-# role -> the prefix of its variables (the project's naming rule)
-ROLE_PREFIXES: Mapping[str, str] = {
-    "nvidia_driver": "nvidia_driver_",
-    "docker": "docker_",
-    "nvidia_container_toolkit": "nvidia_container_toolkit_",
-    "mig": "mig_",
-    "driver_upgrade": "driver_upgrade_",
-}
+# role -> the prefix of its variables (the role table's)
+ROLE_PREFIXES: Mapping[str, str] = default_roles().prefixes
 GUARDED_PREFIXES = ("gpuprov_", *ROLE_PREFIXES.values())
-_SPEC_FIELDS = ("type", "elements", "choices", "default", "no_log", "description")
 
 
 @dataclass(frozen=True)
 class Knob:
-    """One variable's contract."""
+    """One variable's contract: its argument_specs option (`spec`) and its default."""
 
     name: str
     owner: str  # a role name, "gpuprov" or "lab"
-    type: str  # an argument_specs type: str, int, bool, list, dict, path, raw
     default: Any
-    doc: str
-    choices: tuple[Any, ...] = ()
-    elements: str | None = None
-    no_log: bool = False
-    set_by: str | None = None  # "orchestrator" / "lab": not for users to set
-    spec: Mapping[str, Any] | None = None  # role inputs: the argument_specs option, verbatim
+    spec: Mapping[str, Any]  # the argument_specs option (its `default` left to `default`)
+    set_by: str | None = None  # "orchestrator": not for users to set
+
+    @property
+    def type(self) -> str:
+        return str(self.spec.get("type", "str"))
+
+    @property
+    def choices(self) -> tuple[Any, ...]:
+        return tuple(self.spec.get("choices") or ())
+
+    @property
+    def doc(self) -> str:
+        value = self.spec.get("description")
+        return " ".join(str(v) for v in value) if isinstance(value, list) else str(value or "")
 
     @property
     def is_role_input(self) -> bool:
         return self.owner in ROLE_PREFIXES
 
+    @property
+    def expected(self) -> str:
+        """What a valid value looks like, for a message."""
+        if self.choices:
+            words = [str(c) for c in self.choices]
+            listed = ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
+            return f"a list drawn from {', '.join(words)}" if self.type == "list" else listed
+        return _EXPECTED.get(self.type, f"a {self.type}")
+
+
+_EXPECTED = {
+    "bool": "true or false",
+    "int": "an integer",
+    "list": "a list",
+    "dict": "a mapping",
+    "path": "a path",
+    "str": "a string",
+}
+
 
 @dataclass(frozen=True)
 class KnobTable:
-    knobs: Mapping[str, Knob]  # every known variable
+    knobs: Mapping[str, Knob]  # every known variable, as its owner reads it
     policy: Mapping[str, Knob]  # role inputs as the planner reads them (its default, choices)
     planned: tuple[str, ...]  # role inputs the planner computes for every host
 
@@ -77,13 +102,6 @@ class KnobTable:
     def default(self, name: str) -> Any:
         """The default the planner (policy knobs) or the role / gpuprov (others) applies."""
         knob = self.policy.get(name) or self.knobs[name]
-        return knob.default
-
-    def role_default(self, name: str) -> Any:
-        """A role input's own default (defaults/main.yml), as the role applies it."""
-        knob = self.knobs[name]
-        if not knob.is_role_input:
-            raise KeyError(f"{name} is not a role input")
         return knob.default
 
     def role_knobs(self, role: str) -> tuple[Knob, ...]:
@@ -96,6 +114,10 @@ class KnobTable:
     def closest(self, name: str) -> str | None:
         found = difflib.get_close_matches(name, list(self.knobs), n=1, cutoff=0.6)
         return found[0] if found else None
+
+    def reading(self, planner: bool) -> Mapping[str, Knob]:
+        """Every knob as the planner reads it (`planner`), or as its owner does."""
+        return {**self.knobs, **self.policy} if planner else self.knobs
 
 
 @dataclass(frozen=True)
@@ -113,6 +135,62 @@ def unknown_knobs(table: KnobTable, names: Iterable[str]) -> list[UnknownKnob]:
     ]
 
 
+# --- reading values: ansible-core's argument spec validation ----------------------------
+
+
+def _templated(value: object) -> bool:
+    """A value Ansible templates in the play (it refers to facts): its type is known then."""
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def _validate(knobs: tuple[Knob, ...], given: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+    """ansible-core's validation of `given`, as a role's validate_argument_spec runs it."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    validator = ArgumentSpecValidator({k.name: dict(k.spec) for k in knobs})
+    result = validator.validate(dict(given), validate_role_argument_spec=True)
+    return result.validated_parameters, result.error_messages
+
+
+def read(
+    table: KnobTable, variables: Mapping[str, Any], *, planner: bool = False
+) -> tuple[dict[str, Any], list[str]]:
+    """Every knob's value in `variables` read as ansible-core's argument spec validation
+    reads it (the role's own spec; `planner`: the planner's reading of the inputs it
+    decides), and every problem: one line per bad value, naming the knob, the value and the
+    fix. A knob left unset (or None) is its default; a value Ansible templates in the play
+    is passed on as written."""
+    knobs = table.reading(planner)
+    given = {
+        n: v for n, v in variables.items() if n in knobs and v is not None and not _templated(v)
+    }
+    chosen = tuple(knobs[n] for n in sorted(given))
+    validated, errors = _validate(chosen, given)
+    problems: list[str] = []
+    if errors:  # each bad knob alone: its own message
+        for knob in chosen:
+            _, own = _validate((knob,), {knob.name: given[knob.name]})
+            if own:
+                problems.append(bad_value(knob, given[knob.name], "; ".join(own)))
+    values = {n: k.default for n, k in knobs.items()}
+    values.update({n: v for n, v in variables.items() if n in knobs and _templated(v)})
+    values.update({n: v for n, v in validated.items() if n in given and n in knobs})
+    return values, problems
+
+
+def bad_value(knob: Knob, value: object, why: str = "", expected: str = "") -> str:
+    """The one message of a bad knob value (policy, typed plan and verify print it alike)."""
+    expected = expected or knob.expected
+    detail = f" ({why})" if why else ""
+    return (
+        f"{knob.name}={value!r} ({type(value).__name__}) is not {expected}{detail}; "
+        f"fix: set {knob.name} to {expected} in the inventory (group_vars or host_vars)"
+    )
+
+
+# --- loading the table -------------------------------------------------------------------
+
+
 def _load_yaml(path: Path) -> Any:
     try:
         # libyaml's loader where present: every command loads the table (0.15 s pure-Python)
@@ -121,74 +199,64 @@ def _load_yaml(path: Path) -> Any:
         raise CatalogError(f"{path}: cannot be read as YAML ({e})") from e
 
 
-def _doc(value: object) -> str:
-    if isinstance(value, list):
-        return " ".join(str(v) for v in value)
-    return str(value or "")
+def _option(option: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in option.items() if k != "default"}
 
 
 def role_knobs(role: str, roles_dir: Path = ROLES_DIR) -> dict[str, Knob]:
     """A role's inputs: argument_specs (every entry point, which must agree) + defaults."""
+    where = f"roles/{role}/meta/argument_specs.yml"
     specs = _load_yaml(roles_dir / role / "meta" / "argument_specs.yml")["argument_specs"]
     defaults = _load_yaml(roles_dir / role / "defaults" / "main.yml") or {}
     out: dict[str, Knob] = {}
+    seen: dict[str, Any] = {}
     for entry, body in specs.items():
         for name, option in (body.get("options") or {}).items():
-            if name in out and out[name].spec != option:
+            if seen.setdefault(name, option) != option:
                 raise CatalogError(
-                    f"roles/{role}/meta/argument_specs.yml: {name} differs between entry "
-                    f"points ({entry}); fix: describe it the same way in each"
+                    f"{where}: {name} differs between entry points ({entry}); fix: describe it "
+                    "the same way in each"
                 )
-            if name not in defaults:
-                raise CatalogError(
-                    f"roles/{role}: {name} is in argument_specs but has no default in "
-                    "defaults/main.yml; fix: give it one there"
-                )
-            out[name] = Knob(
-                name=name,
-                owner=role,
-                type=str(option.get("type", "str")),
-                default=defaults[name],
-                doc=_doc(option.get("description")),
-                choices=tuple(option.get("choices") or ()),
-                elements=option.get("elements"),
-                no_log=bool(option.get("no_log", False)),
-                spec=dict(option),
+    for name, option in seen.items():
+        if name not in defaults:
+            raise CatalogError(
+                f"roles/{role}: {name} is in argument_specs but has no default in "
+                "defaults/main.yml; fix: give it one there"
             )
+        if "default" in option and option["default"] != defaults[name]:
+            raise CatalogError(
+                f"{where}: {name}'s default {option['default']!r} is not defaults/main.yml's "
+                f"{defaults[name]!r}; fix: make them equal"
+            )
+        out[name] = Knob(name, role, defaults[name], _option(option))
     return out
-
-
-def _own_knob(name: str, owner: str, body: Mapping[str, Any]) -> Knob:
-    return Knob(
-        name=name,
-        owner=owner,
-        type=str(body.get("type", "str")),
-        default=body.get("default"),
-        doc=_doc(body.get("doc")),
-        choices=tuple(body.get("choices") or ()),
-        elements=body.get("elements"),
-        set_by=body.get("set_by"),
-    )
 
 
 def load_table(data: Path = DATA, roles_dir: Path = ROLES_DIR) -> KnobTable:
     doc = _load_yaml(data)
+    specs = doc["argument_specs"]
+    roles = default_roles()
+    set_by = {n: who for who, names in (doc.get("set_by") or {}).items() for n in names}
     knobs: dict[str, Knob] = {}
     for role in ROLE_PREFIXES:
         knobs.update(role_knobs(role, roles_dir))
     for owner in ("gpuprov", "lab"):
-        for name, body in (doc.get(owner) or {}).items():
+        for name, option in (specs[owner].get("options") or {}).items():
             if name in knobs:
                 raise CatalogError(f"{data}: {name} is already a role input")
-            knobs[name] = _own_knob(name, owner, body)
+            option = dict(option)
+            if name == "gpuprov_roles":  # the role table's
+                option.update(choices=list(roles.order), default=list(roles.defaults))
+            knobs[name] = Knob(
+                name, owner, option.get("default"), _option(option), set_by.get(name)
+            )
     policy: dict[str, Knob] = {}
-    for name, body in (doc.get("policy") or {}).items():
+    for name, option in (specs["planner"].get("options") or {}).items():
         if name not in knobs:
-            raise CatalogError(f"{data}: policy knob {name} is no role input")
-        fields = {k: body[k] for k in ("default", "doc") if k in body}
-        if "choices" in body:
-            fields["choices"] = tuple(body["choices"])
-        policy[name] = replace(knobs[name], **fields)
+            raise CatalogError(f"{data}: planner knob {name} is no role input")
+        knob = knobs[name]
+        default = option.get("default", knob.default)
+        policy[name] = replace(knob, default=default, spec={**knob.spec, **_option(option)})
     for name, knob in knobs.items():
         if knob.owner == "gpuprov":
             policy[name] = knob
@@ -202,25 +270,6 @@ def load_table(data: Path = DATA, roles_dir: Path = ROLES_DIR) -> KnobTable:
 @functools.cache
 def default_table() -> KnobTable:
     return load_table()
-
-
-def spec_options(table: KnobTable, role: str) -> dict[str, dict[str, Any]]:
-    """A role's argument_specs options rebuilt from the table (the round-trip check)."""
-    out: dict[str, dict[str, Any]] = {}
-    for knob in table.role_knobs(role):
-        option: dict[str, Any] = {"type": knob.type}
-        if knob.elements:
-            option["elements"] = knob.elements
-        if knob.choices:
-            option["choices"] = list(knob.choices)
-        assert knob.spec is not None
-        if "default" in knob.spec:
-            option["default"] = knob.default
-        if knob.no_log:
-            option["no_log"] = True
-        option["description"] = knob.spec.get("description")
-        out[knob.name] = {k: option[k] for k in _SPEC_FIELDS if k in option}
-    return out
 
 
 # --- the docs in inventory/group_vars/all.yml --------------------------------------------

@@ -1,6 +1,7 @@
 """The stages behind `provision`: detect, plan, apply, validate, verify, and all of them.
 
-Each `run_*` takes the parsed options and returns the exit code (0 every host ok, 1 some host
+Each `run_*` takes the stage's options (:class:`StageOptions`, built once from the command
+line by :meth:`StageOptions.of`) and returns the exit code (0 every host ok, 1 some host
 failed, 2 bad input found before any change). Bad input anywhere (inventory, policy of any
 host, options, a pinned branch too old for a GPU) raises before any host is touched; a host
 the plan blocks is left out and the others go on. The other parts plug in through one small
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import importlib
 import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Console
@@ -39,6 +42,44 @@ if TYPE_CHECKING:
 
 RawFacts = dict[str, str]
 GPU_GROUP = "gpu_nodes"
+
+
+@dataclass(frozen=True)
+class StageOptions:
+    """What the stages read of the command line, typed; every field's default is the one a
+    stage without that option has."""
+
+    inventory: str | None = None
+    limit: str | None = None
+    json: bool = False
+    junit: str | None = None
+    report: str | None = None
+    started: dt.datetime | None = None  # the run's start (before detection)
+    save: str | None = None  # detect --save DIR
+    facts: str | None = None  # plan --facts DIR
+    check: bool = False
+    verbose: int = 0
+    serial: str | None = None
+    max_fail_percent: int | None = None
+    max_unavailable: str | None = None
+    full: bool = False
+    runtime: str | None = None  # validate --runtime
+    image: str | None = None  # validate --image
+    ansible_args: Mapping[str, Any] = field(default_factory=dict)  # -e, --tags, vault, -K...
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> StageOptions:
+        """The one reading of the parsed command line."""
+        given = vars(args)
+        names = [f for f in cls.__dataclass_fields__ if f != "ansible_args"]
+        values = {n: given[n] for n in names if given.get(n) is not None}
+        ansible = {k: v for k, v in given.items() if k not in names}
+        return cls(**values, ansible_args=ansible)
+
+    @functools.cached_property
+    def ansible(self) -> apply_mod.AnsibleOptions:
+        """The pass-through options; -K and --ask-vault-pass ask here, once per run."""
+        return apply_mod.ansible_options(SimpleNamespace(**self.ansible_args))
 
 
 @dataclass(frozen=True)
@@ -66,20 +107,9 @@ class Detected:
 # --- plug points: one small function per part ----------------------------------------------
 
 
-def _ansible_options(args: argparse.Namespace) -> apply_mod.AnsibleOptions:
-    """The pass-through options, -K and --ask-vault-pass asked once per run."""
-    options = getattr(args, "gpuprov_ansible_options", None)
-    if not isinstance(options, apply_mod.AnsibleOptions):
-        options = apply_mod.ansible_options(args)
-        args.gpuprov_ansible_options = options
-    return options
-
-
-def _load_inventory(
-    path: str | None, limit: str | None, args: argparse.Namespace | None = None
-) -> Fleet:
+def _load_inventory(path: str | None, limit: str | None, opts: StageOptions | None = None) -> Fleet:
     """orchestrator.inventory (ansible-core's InventoryManager): hosts and resolved vars,
-    vault values decrypted and -K's become password given (from `args`, asked once).
+    vault values decrypted and -K's become password given (from `opts`, asked once).
 
     Only members of `gpu_nodes` (the group the site playbook converges) are provisioned
     when the inventory has that group."""
@@ -89,7 +119,7 @@ def _load_inventory(
         raise BadInputError(
             "no inventory given", fix="pass --inventory PATH (INI or YAML, e.g. inventory/p5.ini)"
         )
-    options = _ansible_options(args) if args is not None else None
+    options = opts.ansible if opts is not None else None
     inv = load_inventory(
         Path(path),
         limit,
@@ -238,13 +268,13 @@ def _verify_hosts(
 # --- shared steps ----------------------------------------------------------------------
 
 
-def _console(args: argparse.Namespace) -> Console:
+def _console(opts: StageOptions) -> Console:
     # Tables go to stderr when stdout carries JSON.
-    if getattr(args, "junit", None):  # bad input before any work
+    if opts.junit:  # bad input before any work
         from .validate.junit import check_path
 
-        check_path(args.junit)
-    return Console(stderr=bool(getattr(args, "json", False)), highlight=False)
+        check_path(opts.junit)
+    return Console(stderr=opts.json, highlight=False)
 
 
 def _plan(
@@ -263,8 +293,8 @@ def _plan(
     return policies, plans
 
 
-def _write_report(args: argparse.Namespace, report: rep.RunReport) -> None:
-    path = getattr(args, "report", None)
+def _write_report(opts: StageOptions, report: rep.RunReport) -> None:
+    path = opts.report
     if path:
         try:
             rep.write_document(path, rep.report_document(report))
@@ -276,22 +306,22 @@ def _write_report(args: argparse.Namespace, report: rep.RunReport) -> None:
             )
 
 
-def _finish(args: argparse.Namespace, console: Console, report: rep.RunReport) -> int:
-    started = getattr(args, "started", None) or report.started
+def _finish(opts: StageOptions, console: Console, report: rep.RunReport) -> int:
+    started = opts.started or report.started
     report = replace(report, started=started, finished=dt.datetime.now(dt.UTC))
     rep.render_report(console, report)
-    _write_report(args, report)
-    if getattr(args, "junit", None):
+    _write_report(opts, report)
+    if opts.junit:
         from .validate.junit import write_junit
 
-        write_junit(args.junit, report)
-    if getattr(args, "json", False):
+        write_junit(opts.junit, report)
+    if opts.json:
         print(json.dumps(rep.report_document(report), indent=2))
     return report.exit_code
 
 
-def _detect_fleet(args: argparse.Namespace, console: Console) -> tuple[Fleet, Detected]:
-    fleet = _load_inventory(args.inventory, args.limit, args)
+def _detect_fleet(opts: StageOptions, console: Console) -> tuple[Fleet, Detected]:
+    fleet = _load_inventory(opts.inventory, opts.limit, opts)
     detected = _detect(fleet, console)
     return fleet, detected
 
@@ -299,20 +329,20 @@ def _detect_fleet(args: argparse.Namespace, console: Console) -> tuple[Fleet, De
 # --- stages ----------------------------------------------------------------------------
 
 
-def run_detect(args: argparse.Namespace) -> int:
-    console = _console(args)
-    fleet, detected = _detect_fleet(args, console)
-    if getattr(args, "save", None):
+def run_detect(opts: StageOptions) -> int:
+    console = _console(opts)
+    fleet, detected = _detect_fleet(opts, console)
+    if opts.save:
         from .factsdir import save_dir
 
-        root = save_dir(args.save, detected.raw)
+        root = save_dir(opts.save, detected.raw)
         console.print(f"raw outputs of {len(detected.raw)} host(s) saved under {root}")
     names = {i: g.model for g in default_catalog().gpus for i in g.device_ids}
     rep.render_detect(console, detected.facts, detected.errors, names)
     reports = rep.host_reports(fleet.hosts, facts=detected.facts, detect_errors=detected.errors)
     report = rep.RunReport("detect", reports, finished=dt.datetime.now(dt.UTC))
-    _write_report(args, report)
-    if getattr(args, "json", False):
+    _write_report(opts, report)
+    if opts.json:
         print(json.dumps(rep.report_document(report), indent=2))
     return report.exit_code
 
@@ -333,32 +363,32 @@ def _limit_saved(
     return {h: raw[h] for h in kept}
 
 
-def run_plan(args: argparse.Namespace) -> int:
-    console = _console(args)
+def run_plan(opts: StageOptions) -> int:
+    console = _console(opts)
     catalog = default_catalog()
     errors: Mapping[str, str] = {}
-    if getattr(args, "facts", None):
+    if opts.facts:
         from .factsdir import load_dir
         from .parsers import parse_host
 
-        saved = load_dir(args.facts)
-        inventory = _load_inventory(args.inventory, None, args) if args.inventory else None
-        raw = _limit_saved(saved, args.limit, f"the saved facts in {args.facts}", inventory)
+        saved = load_dir(opts.facts)
+        inventory = _load_inventory(opts.inventory, None, opts) if opts.inventory else None
+        raw = _limit_saved(saved, opts.limit, f"the saved facts in {opts.facts}", inventory)
         hostvars: Mapping[str, Mapping[str, object]] = {h: {} for h in raw}
         origins: Mapping[str, Mapping[str, str]] = {}
         if inventory is not None:  # policy from the inventory for the hosts it names
             fleet = inventory
             for h in sorted(set(raw) - set(fleet.hostvars)):
-                console.print(f"[yellow]warning[/] {h}: not in {args.inventory}: default policy")
+                console.print(f"[yellow]warning[/] {h}: not in {opts.inventory}: default policy")
             hostvars = {h: fleet.hostvars.get(h, {}) for h in raw}
             origins = fleet.origins
         facts = {h: parse_host(h, r) for h, r in raw.items()}
     else:
-        fleet, detected = _detect_fleet(args, console)
+        fleet, detected = _detect_fleet(opts, console)
         facts, errors, hostvars = dict(detected.facts), detected.errors, fleet.hostvars
         origins = fleet.origins
     _, plans = _plan(facts, hostvars, catalog, origins)
-    if getattr(args, "json", False):
+    if opts.json:
         print(json.dumps(rep.plan_document(plans), indent=2))
     else:
         rep.render_plans(console, plans)
@@ -368,7 +398,7 @@ def run_plan(args: argparse.Namespace) -> int:
         "plan",
         rep.host_reports(sorted({*facts, *errors}), facts=facts, detect_errors=errors, plans=plans),
     )
-    _write_report(args, replace(report, finished=dt.datetime.now(dt.UTC)))
+    _write_report(opts, replace(report, finished=dt.datetime.now(dt.UTC)))
     return report.exit_code
 
 
@@ -396,25 +426,25 @@ def _routes(fleet: Fleet, hosts: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _apply(args: argparse.Namespace, console: Console) -> _Applied:
+def _apply(opts: StageOptions, console: Console) -> _Applied:
     """Detect, plan, check every input, then apply to the hosts the plan does not block."""
-    apply_mod.check_options(args.serial, args.max_fail_percent)
-    options = _ansible_options(args)  # -K, --ask-vault-pass: asked before detection
-    fleet, detected = _detect_fleet(args, console)
+    apply_mod.check_options(opts.serial, opts.max_fail_percent)
+    options = opts.ansible  # -K, --ask-vault-pass: asked before detection
+    fleet, detected = _detect_fleet(opts, console)
     policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     targets = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
     for host in sorted(h for h in plans if plans[h].blocked):
         console.print(f"[yellow]blocked[/] {host}: {escape('; '.join(plans[host].blockers))}")
     if not targets:
         return _Applied(fleet, detected, policies, plans, None)
-    max_unavailable = getattr(args, "max_unavailable", None)
+    max_unavailable = opts.max_unavailable
     serial = rollout.batch_size(
-        args.serial, max_unavailable, targets, detected.facts, len(fleet.hosts)
+        opts.serial, max_unavailable, targets, detected.facts, len(fleet.hosts)
     )
     if max_unavailable is not None:
         away = rollout.drained_elsewhere(detected.facts, targets)
         console.print(
-            f"rollout: batches of {serial} host(s) (--serial {args.serial or 'all'}, "
+            f"rollout: batches of {serial} host(s) (--serial {opts.serial or 'all'}, "
             f"--max-unavailable {max_unavailable}"
             + (f"; drained by an unfinished upgrade: {', '.join(away)}" if away else "")
             + ")",
@@ -432,12 +462,12 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
             _document_vars(targets, plans),
             fleet.hostvars,
             detected.raw,
-            full=bool(getattr(args, "full", False)),
+            full=opts.full,
             # -e can override what the plan decided: such a run records no input digest
             trusted=not options.extra_vars,
         )
         if not skips.run:  # every role of every host converged: no playbook at all
-            result = skips.result(run_dir, args.check, None)
+            result = skips.result(run_dir, opts.check, None)
     if not skips.run:
         return _Applied(fleet, detected, policies, plans, result)
     with ApplyProgress(console, tuple(skips.run)) as progress:
@@ -446,21 +476,21 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
             hosts=skips.run,
             host_vars=skips.host_vars,
             run_dir=run_dir,
-            check=args.check,
+            check=opts.check,
             serial=serial,
-            max_fail_percent=args.max_fail_percent,
-            verbosity=args.verbose,
+            max_fail_percent=opts.max_fail_percent,
+            verbosity=opts.verbose,
             on_event=progress,
             options=options,
             routes=_routes(fleet, skips.run),
-            echo=args.verbose > 0 and not args.json,  # stdout carries the JSON report
+            echo=opts.verbose > 0 and not opts.json,  # stdout carries the JSON report
         )
-    return _Applied(fleet, detected, policies, plans, skips.result(run_dir, args.check, result))
+    return _Applied(fleet, detected, policies, plans, skips.result(run_dir, opts.check, result))
 
 
-def run_apply(args: argparse.Namespace) -> int:
-    console = _console(args)
-    done = _apply(args, console)
+def run_apply(opts: StageOptions) -> int:
+    console = _console(opts)
+    done = _apply(opts, console)
     reports = rep.host_reports(
         done.fleet.hosts,
         facts=done.detected.facts,
@@ -469,7 +499,7 @@ def run_apply(args: argparse.Namespace) -> int:
         applied=done.result.hosts if done.result else None,
     )
     run_dir = str(done.result.artifact_dir) if done.result else None
-    return _finish(args, console, rep.RunReport("apply", reports, args.check, run_dir))
+    return _finish(opts, console, rep.RunReport("apply", reports, opts.check, run_dir))
 
 
 def _validation(
@@ -478,14 +508,13 @@ def _validation(
     detected: Detected,
     plans: Mapping[str, HostPlan],
     policies: Mapping[str, Policy],
-    args: argparse.Namespace,
+    opts: StageOptions,
 ) -> dict[str, rep.StageResult]:
     """Every host at once (each one's GPUs are its own), with a line per host as it goes."""
     from concurrent.futures import ThreadPoolExecutor
 
     out: dict[str, rep.StageResult] = {}
-    runtime = getattr(args, "runtime", None)
-    console = _console(args)
+    console = _console(opts)
     todo = []
     for h in hosts:
         if h not in detected.facts or plans[h].blocked:
@@ -505,9 +534,9 @@ def _validation(
                     detected.facts[h],
                     dict(detected.raw[h]),
                     policies[h],
-                    runtime,
+                    opts.runtime,
                     say,
-                    getattr(args, "image", None),
+                    opts.image,
                 )
         except OSError as exc:  # the connection itself (ssh missing, ...): this host only
             return rep.StageResult("error", note=str(exc))
@@ -525,11 +554,11 @@ def _validation(
     return {h: out[h] for h in hosts}
 
 
-def run_validate(args: argparse.Namespace) -> int:
-    console = _console(args)
-    fleet, detected = _detect_fleet(args, console)
+def run_validate(opts: StageOptions) -> int:
+    console = _console(opts)
+    fleet, detected = _detect_fleet(opts, console)
     policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
-    validation = _validation(fleet, fleet.hosts, detected, plans, policies, args)
+    validation = _validation(fleet, fleet.hosts, detected, plans, policies, opts)
     reports = rep.host_reports(
         fleet.hosts,
         facts=detected.facts,
@@ -537,12 +566,12 @@ def run_validate(args: argparse.Namespace) -> int:
         plans=plans,
         validation=validation,
     )
-    return _finish(args, console, rep.RunReport("validate", reports))
+    return _finish(opts, console, rep.RunReport("validate", reports))
 
 
-def run_verify(args: argparse.Namespace) -> int:
-    console = _console(args)
-    fleet, detected = _detect_fleet(args, console)
+def run_verify(opts: StageOptions) -> int:
+    console = _console(opts)
+    fleet, detected = _detect_fleet(opts, console)
     policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     hosts = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
     run_dir = apply_mod.new_run_dir() if hosts else None
@@ -555,23 +584,23 @@ def run_verify(args: argparse.Namespace) -> int:
         verification=verification,
     )
     artifacts = str(run_dir) if run_dir else None  # where verify-junit.xml lies
-    return _finish(args, console, rep.RunReport("verify", reports, artifact_dir=artifacts))
+    return _finish(opts, console, rep.RunReport("verify", reports, artifact_dir=artifacts))
 
 
-def run_all(args: argparse.Namespace) -> int:
+def run_all(opts: StageOptions) -> int:
     """detect -> plan -> apply -> detect again -> validate -> verify -> report."""
-    console = _console(args)
-    done = _apply(args, console)
+    console = _console(opts)
+    done = _apply(opts, console)
     applied = done.result.hosts if done.result else {}
     ok = [h for h in done.fleet.hosts if h in applied and applied[h].succeeded]
     validation: dict[str, rep.StageResult] = {}
     verification: dict[str, rep.StageResult] = {}
-    if ok and not args.check:
+    if ok and not opts.check:
         # The hosts changed: validate and verify what they are now, not what they were
         # (no playbook ran: every role was converged, the first detection still holds).
         ran = done.result is not None and done.result.status != "skipped"
         after = _detect(done.fleet, console) if ran else done.detected
-        validation = _validation(done.fleet, ok, after, done.plans, done.policies, args)
+        validation = _validation(done.fleet, ok, after, done.plans, done.policies, opts)
         assert done.result is not None
         verification = _verify_hosts(
             done.fleet,
@@ -585,7 +614,7 @@ def run_all(args: argparse.Namespace) -> int:
         detect_errors: Mapping[str, str] = {**done.detected.errors, **after.errors}
     else:
         detected_facts, detect_errors = done.detected.facts, done.detected.errors
-        note = "check mode: nothing was applied" if args.check else "no host was applied"
+        note = "check mode: nothing was applied" if opts.check else "no host was applied"
         skipped = rep.StageResult("not_run", note=note)
         validation = {h: skipped for h in done.fleet.hosts}
         verification = dict(validation)
@@ -599,13 +628,14 @@ def run_all(args: argparse.Namespace) -> int:
         verification=verification,
     )
     run_dir = str(done.result.artifact_dir) if done.result else None
-    return _finish(args, console, rep.RunReport("all", reports, args.check, run_dir))
+    return _finish(opts, console, rep.RunReport("all", reports, opts.check, run_dir))
 
 
 __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_HOST_FAILED",
     "EXIT_OK",
+    "StageOptions",
     "run_all",
     "run_apply",
     "run_detect",

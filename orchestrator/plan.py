@@ -38,8 +38,8 @@ from .roleplans import (
     UpgradePlan,
     ValidationPlan,
 )
+from .roletable import default_roles
 
-ROLE_ORDER = ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig")
 SOURCE_NAMES = {"cuda": "NVIDIA's CUDA repository", "distribution": "the distribution's archive"}
 # `uname -m` -> the CUDA repository's architecture directory (reference/packages.yaml: "arch
 # dir x86_64 for amd64, sbsa for arm64 servers").
@@ -743,7 +743,7 @@ def plan_host(
     notes.warnings.extend(f"detection: {e}" for e in facts.errors)
     if facts.simulated:
         notes.warnings.append("simulated host: GPU facts come from the lab's GPU simulator")
-    roles.sort(key=lambda r: ROLE_ORDER.index(r.name))
+    roles.sort(key=lambda r: default_roles().position(r.name))
     driver = next((r.typed for r in roles if isinstance(r.typed, DriverPlan)), None)
     return HostPlan(
         host=facts.host,

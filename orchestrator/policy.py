@@ -3,12 +3,14 @@
 Every knob, its type, choices and default, is in one table (orchestrator/knobs.py: the roles'
 argument_specs and defaults, plus gpuprov's own knobs); the names are the roles' own variable
 names (``nvidia_driver_branch``...) so plain ansible-playbook users set the same thing. Values
-are accepted the way Ansible's argument_specs coerce them (an INI inventory gives "580" and
-"true" as strings); anything else is a PolicyError naming the host, the variable, the value and
-the fix. A variable named like a knob (``gpuprov_*`` or a role's prefix) that the table does
-not know is a PolicyError too, naming where it was set and the closest known name. All problems
-of all hosts are collected before raising, so one run shows every mistake at once, before any
-host is touched.
+are read by ansible-core's argument spec validation (:func:`orchestrator.knobs.read`), as the
+roles read them (an INI inventory gives "580" and "off" as strings); what stays here is what
+the planner decides on top: "" meaning "the planner chooses", a branch being three digits,
+a version belonging to its branch, a MIG layout being defined. Anything wrong is a
+PolicyError naming the host, the variable, the value and the fix. A variable named like a
+knob (``gpuprov_*`` or a role's prefix) that the table does not know is a PolicyError too,
+naming where it was set and the closest known name. All problems of all hosts are collected
+before raising, so one run shows every mistake at once, before any host is touched.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from .errors import PolicyError
-from .knobs import KnobTable, default_table, unknown_knobs
+from .knobs import KnobTable, bad_value, default_table, read, unknown_knobs
 
 _TABLE = default_table()
 KNOWN_ROLES: tuple[str, ...] = _TABLE["gpuprov_roles"].choices
@@ -31,218 +33,142 @@ RebootPolicy = Literal["allow", "forbid"]
 DockerSource = Literal["docker", "distribution"]
 ValidationRuntime = Literal["auto", "docker", "host"]
 
-_TRUE = ("true", "yes", "on", "1")
-_FALSE = ("false", "no", "off", "0")
-_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+
+class _Refused(ValueError):
+    """A value the argument spec accepts but the planner cannot use; its text: what it wants."""
 
 
-def _table_default(name: str) -> Callable[[], Any]:
-    """The knob's default from the table, read as the policy reads a value."""
-    return lambda: _KNOBS[name].convert(_TABLE.default(name))
+def _automatic(value: Any) -> Any:
+    """ "" (and 0 for a count): the planner chooses."""
+    return None if value in ("", 0) else value
+
+
+def _quoted(pattern: str, expected: str) -> Callable[[Any, Any], str | None]:
+    def rule(value: Any, raw: Any) -> str | None:
+        if value == "" or (isinstance(value, str) and value.strip() == ""):
+            return None
+        if not isinstance(raw, str) or not re.fullmatch(pattern, str(value).strip()):
+            raise _Refused(expected)  # a YAML float would read 580.10 as "580.1"
+        return str(value).strip()
+
+    return rule
+
+
+def _branch(value: str, raw: Any = None) -> int | None:
+    text = value.strip()
+    if text == "":
+        return None
+    if not text.isdigit() or not 100 <= int(text) <= 999:
+        raise _Refused('a driver branch number such as 580, or ""')
+    return int(text)
+
+
+def _absolute(value: str, raw: Any) -> str:
+    if not value.startswith("/"):
+        raise _Refused("an absolute path on the host")
+    return value
+
+
+def _count(value: int, raw: Any) -> int | None:
+    if value < 0:
+        raise _Refused("a GPU count, or 0 for all")
+    return value or None
+
+
+# knob -> what the planner makes of its (validated) value; the rest is taken as read
+_RULES: Mapping[str, Callable[[Any, Any], Any]] = {
+    "gpuprov_roles": lambda value, raw: tuple(value),
+    "nvidia_driver_branch": _branch,
+    "nvidia_driver_version": _quoted(
+        r"\d+\.\d+(\.\d+)?", 'a full driver version such as "580.159.04", or ""'
+    ),
+    "nvidia_driver_state_file": _absolute,
+    "nvidia_container_toolkit_cdi_spec": _absolute,
+    "nvidia_container_toolkit_version": lambda value, raw: _automatic(value.strip()),
+    "mig_layout": lambda value, raw: _automatic(value.strip()),
+    "gpuprov_validation_expected_gpus": _count,
+    "gpuprov_cuda_version": _quoted(r"\d+\.\d+", 'a quoted CUDA version such as "12.8"'),
+}
+
+
+def decide(
+    table: KnobTable, variables: Mapping[str, Any], *, planner: bool = True
+) -> tuple[dict[str, Any], list[str]]:
+    """Every knob's value as the planner uses it (`planner`; else as the roles read it,
+    with the same rules), and every problem, one line per bad knob."""
+    values, problems = read(table, variables, planner=planner)
+    bad = {p.split("=", 1)[0] for p in problems}
+    knobs = table.reading(planner)
+    for name, rule in _RULES.items():
+        raw = variables[name] if variables.get(name) is not None else values[name]
+        if name in bad or (isinstance(values[name], str) and "{{" in values[name]):
+            continue
+        try:
+            values[name] = rule(values[name], raw)
+        except _Refused as e:
+            problems.append(bad_value(knobs[name], raw, expected=str(e)))
+            values[name] = rule(knobs[name].default, knobs[name].default)
+    return values, problems
+
+
+# Policy's field -> the knob it holds
+FIELDS: Mapping[str, str] = {
+    "roles": "gpuprov_roles",
+    "driver_branch": "nvidia_driver_branch",
+    "driver_version": "nvidia_driver_version",
+    "driver_source": "nvidia_driver_source",
+    "driver_flavour": "nvidia_driver_flavour",
+    "driver_reboot": "nvidia_driver_reboot",
+    "driver_persistenced": "nvidia_driver_persistenced",
+    "driver_state_file": "nvidia_driver_state_file",
+    "toolkit_cdi_spec": "nvidia_container_toolkit_cdi_spec",
+    "docker_source": "docker_source",
+    "toolkit_version": "nvidia_container_toolkit_version",
+    "toolkit_default_runtime": "nvidia_container_toolkit_default_runtime",
+    "mig_layout": "mig_layout",
+    "mig_configs": "mig_configs",
+    "validation_nccl": "gpuprov_validation_nccl",
+    "validation_expected_gpus": "gpuprov_validation_expected_gpus",
+    "validation_runtime": "gpuprov_validation_runtime",
+    "cuda_version": "gpuprov_cuda_version",
+}
+_DEFAULTS = decide(_TABLE, {})[0]
+
+
+def _default(name: str) -> Callable[[], Any]:
+    return lambda: _DEFAULTS[FIELDS[name]]
 
 
 @dataclass(frozen=True)
 class Policy:
     host: str
-    roles: tuple[str, ...] = field(default_factory=_table_default("gpuprov_roles"))
+    roles: tuple[str, ...] = field(default_factory=_default("roles"))
     # None: the planner picks (newest LTSB fitting all GPUs; the version's, when one is set)
-    driver_branch: int | None = field(default_factory=_table_default("nvidia_driver_branch"))
+    driver_branch: int | None = field(default_factory=_default("driver_branch"))
     # None: newest of the branch, then held
-    driver_version: str | None = field(default_factory=_table_default("nvidia_driver_version"))
-    driver_source: DriverSource = field(default_factory=_table_default("nvidia_driver_source"))
-    driver_flavour: DriverFlavour = field(default_factory=_table_default("nvidia_driver_flavour"))
-    driver_reboot: RebootPolicy = field(default_factory=_table_default("nvidia_driver_reboot"))
+    driver_version: str | None = field(default_factory=_default("driver_version"))
+    driver_source: DriverSource = field(default_factory=_default("driver_source"))
+    driver_flavour: DriverFlavour = field(default_factory=_default("driver_flavour"))
+    driver_reboot: RebootPolicy = field(default_factory=_default("driver_reboot"))
     # role inputs the planner passes on as set (the plan's driver/toolkit records carry them)
-    driver_persistenced: bool = field(default_factory=_table_default("nvidia_driver_persistenced"))
-    driver_state_file: str = field(default_factory=_table_default("nvidia_driver_state_file"))
-    toolkit_cdi_spec: str = field(
-        default_factory=_table_default("nvidia_container_toolkit_cdi_spec")
-    )
-    docker_source: DockerSource = field(default_factory=_table_default("docker_source"))
-    toolkit_version: str | None = field(
-        default_factory=_table_default("nvidia_container_toolkit_version")
-    )
-    toolkit_default_runtime: bool = field(
-        default_factory=_table_default("nvidia_container_toolkit_default_runtime")
-    )
+    driver_persistenced: bool = field(default_factory=_default("driver_persistenced"))
+    driver_state_file: str = field(default_factory=_default("driver_state_file"))
+    toolkit_cdi_spec: str = field(default_factory=_default("toolkit_cdi_spec"))
+    docker_source: DockerSource = field(default_factory=_default("docker_source"))
+    toolkit_version: str | None = field(default_factory=_default("toolkit_version"))
+    toolkit_default_runtime: bool = field(default_factory=_default("toolkit_default_runtime"))
     # None: leave MIG alone; "disabled": tear MIG down
-    mig_layout: str | None = field(default_factory=_table_default("mig_layout"))
-    mig_configs: Mapping[str, object] = field(default_factory=_table_default("mig_configs"))
+    mig_layout: str | None = field(default_factory=_default("mig_layout"))
+    mig_configs: Mapping[str, object] = field(default_factory=_default("mig_configs"))
     # the multi-GPU NCCL all_reduce check is required
-    validation_nccl: bool = field(default_factory=_table_default("gpuprov_validation_nccl"))
+    validation_nccl: bool = field(default_factory=_default("validation_nccl"))
     # None: every GPU on the PCI bus
     validation_expected_gpus: int | None = field(
-        default_factory=_table_default("gpuprov_validation_expected_gpus")
+        default_factory=_default("validation_expected_gpus")
     )
-    validation_runtime: ValidationRuntime = field(
-        default_factory=_table_default("gpuprov_validation_runtime")
-    )
+    validation_runtime: ValidationRuntime = field(default_factory=_default("validation_runtime"))
     # CUDA the workloads are built with ("12.8"): driver floor
-    cuda_version: str | None = field(default_factory=_table_default("gpuprov_cuda_version"))
-
-
-@dataclass
-class _Reader:
-    """Reads one host's variables, collecting every problem instead of stopping at the first."""
-
-    host: str
-    hostvars: Mapping[str, object]
-    problems: list[str] = field(default_factory=list)
-
-    def get(self, name: str) -> Any:
-        """The knob's value read as policy; its default when unset; a problem when wrong."""
-        knob = _KNOBS[name]
-        default = knob.convert(_TABLE.default(name))
-        if name not in self.hostvars or self.hostvars[name] is None:
-            return default
-        value = self.hostvars[name]
-        expected = knob.expected
-        try:
-            return knob.convert(value)
-        except (TypeError, ValueError):
-            self.problems.append(
-                f"{name}={value!r} ({type(value).__name__}) is not {expected}; "
-                f"fix: set {name} to {expected} in the inventory (group_vars or host_vars)"
-            )
-            return default
-
-
-def _choice(*choices: str) -> Callable[[object], str]:
-    def convert(value: object) -> str:
-        if isinstance(value, str) and value in choices:
-            return value
-        raise ValueError(value)
-
-    return convert
-
-
-def _bool(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
-        return value.lower() in _TRUE
-    raise ValueError(value)
-
-
-def _optional_int(value: object) -> int | None:
-    """An int, a string of digits, or "" / 0 for "automatic"."""
-    if isinstance(value, bool):
-        raise TypeError(value)
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, str) and value.strip() in ("", "auto"):
-        return None
-    elif isinstance(value, str) and value.strip().isdigit():
-        number = int(value)
-    else:
-        raise ValueError(value)
-    if number < 0:
-        raise ValueError(value)
-    return number or None
-
-
-def _branch(value: object) -> int | None:
-    branch = _optional_int(value)
-    if branch is not None and not 100 <= branch <= 999:
-        raise ValueError(value)
-    return branch
-
-
-def _optional_version(value: object) -> str | None:
-    if isinstance(value, str) and value.strip() == "":
-        return None
-    if isinstance(value, str) and _VERSION.match(value.strip()):
-        return value.strip()
-    raise ValueError(value)
-
-
-def _optional_text(value: object) -> str | None:
-    if isinstance(value, str):
-        return value.strip() or None
-    raise ValueError(value)
-
-
-def _cuda_version(value: object) -> str | None:
-    if isinstance(value, str) and value.strip() == "":
-        return None
-    if isinstance(value, str) and re.fullmatch(r"\d+\.\d+", value.strip()):
-        return value.strip()
-    raise ValueError(value)  # a float (12.10 would read as 12.1) is refused on purpose
-
-
-def _path(value: object) -> str:
-    if isinstance(value, str) and value.strip().startswith("/"):
-        return value.strip()
-    raise ValueError(value)
-
-
-def _roles(value: object) -> tuple[str, ...]:
-    if not isinstance(value, list | tuple) or not all(v in KNOWN_ROLES for v in value):
-        raise ValueError(value)
-    return tuple(cast(list[str], list(value)))
-
-
-def _mapping(value: object) -> Mapping[str, object]:
-    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
-        return cast(Mapping[str, object], value)
-    raise ValueError(value)
-
-
-@dataclass(frozen=True)
-class _PolicyKnob:
-    field: str  # Policy's field
-    convert: Callable[[object], Any]
-    expected: str  # what a valid value looks like, for the message
-
-
-def _choices(name: str, field_name: str) -> _PolicyKnob:
-    choices = tuple(str(c) for c in _TABLE.policy[name].choices)
-    return _PolicyKnob(
-        field_name, _choice(*choices), ", ".join(choices[:-1]) + " or " + choices[-1]
-    )
-
-
-# knob -> how the policy reads it; the knobs with choices take them from the table
-_KNOBS: dict[str, _PolicyKnob] = {
-    "gpuprov_roles": _PolicyKnob(
-        "roles", _roles, "a list drawn from " + ", ".join(str(r) for r in KNOWN_ROLES)
-    ),
-    "nvidia_driver_branch": _PolicyKnob(
-        "driver_branch", _branch, 'a driver branch number such as 580, or ""'
-    ),
-    "nvidia_driver_version": _PolicyKnob(
-        "driver_version", _optional_version, 'a full driver version such as "580.159.04", or ""'
-    ),
-    "nvidia_driver_source": _choices("nvidia_driver_source", "driver_source"),
-    "nvidia_driver_flavour": _choices("nvidia_driver_flavour", "driver_flavour"),
-    "nvidia_driver_reboot": _choices("nvidia_driver_reboot", "driver_reboot"),
-    "nvidia_driver_persistenced": _PolicyKnob("driver_persistenced", _bool, "true or false"),
-    "nvidia_driver_state_file": _PolicyKnob(
-        "driver_state_file", _path, "an absolute path on the host"
-    ),
-    "docker_source": _choices("docker_source", "docker_source"),
-    "nvidia_container_toolkit_version": _PolicyKnob(
-        "toolkit_version", _optional_text, 'a version string or ""'
-    ),
-    "nvidia_container_toolkit_default_runtime": _PolicyKnob(
-        "toolkit_default_runtime", _bool, "true or false"
-    ),
-    "nvidia_container_toolkit_cdi_spec": _PolicyKnob(
-        "toolkit_cdi_spec", _path, "an absolute path on the host"
-    ),
-    "mig_layout": _PolicyKnob(
-        "mig_layout", _optional_text, 'a name from mig_configs, "disabled" or ""'
-    ),
-    "mig_configs": _PolicyKnob("mig_configs", _mapping, "a mapping of layout name -> devices list"),
-    "gpuprov_validation_nccl": _PolicyKnob("validation_nccl", _bool, "true or false"),
-    "gpuprov_validation_expected_gpus": _PolicyKnob(
-        "validation_expected_gpus", _optional_int, "a GPU count, or 0 for all"
-    ),
-    "gpuprov_validation_runtime": _choices("gpuprov_validation_runtime", "validation_runtime"),
-    "gpuprov_cuda_version": _PolicyKnob(
-        "cuda_version", _cuda_version, 'a quoted CUDA version such as "12.8"'
-    ),
-}
+    cuda_version: str | None = field(default_factory=_default("cuda_version"))
 
 
 def _unknown(
@@ -265,13 +191,12 @@ def policy_problems(
 ) -> tuple[Policy, list[str]]:
     """Build the host's policy; also return every problem found (empty when all is well).
     `origins`: where each variable was set ("file:line"), for the messages."""
-    r = _Reader(host, hostvars)
-    r.problems.extend(_unknown(hostvars, origins or {}, _TABLE))
-    values = {knob.field: r.get(name) for name, knob in _KNOBS.items()}
-    policy = Policy(host=host, **values)
+    values, problems = decide(_TABLE, hostvars)
+    problems[:0] = _unknown(hostvars, origins or {}, _TABLE)
+    policy = Policy(host=host, **{f: values[n] for f, n in FIELDS.items()})
     version, branch = policy.driver_version, policy.driver_branch
     if version and branch and int(version.split(".")[0]) != branch:
-        r.problems.append(
+        problems.append(
             f"nvidia_driver_version={version} is not a release of "
             f"nvidia_driver_branch={branch}; fix: set one of them, or make "
             "the version's first number the branch"
@@ -279,18 +204,18 @@ def policy_problems(
     elif version and branch is None:
         try:  # the version alone names its branch
             policy = replace(policy, driver_branch=_branch(version.split(".")[0]))
-        except ValueError:
-            r.problems.append(
+        except _Refused:
+            problems.append(
                 f"nvidia_driver_version={version} names no driver branch (its first number "
                 "should be three digits); fix: set a version such as 580.159.04"
             )
     if policy.mig_layout not in (None, "disabled") and policy.mig_layout not in policy.mig_configs:
         known = ", ".join(sorted(policy.mig_configs)) or "none defined"
-        r.problems.append(
+        problems.append(
             f"mig_layout={policy.mig_layout!r} is not a key of mig_configs ({known}); fix: "
             'define it under mig_configs, or set mig_layout to "disabled" or ""'
         )
-    return policy, r.problems
+    return policy, problems
 
 
 def load_policy(
@@ -299,8 +224,14 @@ def load_policy(
     """The host's policy, or PolicyError listing every problem with it."""
     policy, problems = policy_problems(host, hostvars, origins)
     if problems:
-        raise PolicyError("bad policy:\n  " + "\n  ".join(problems), host=host)
+        raise bad_policy(host, problems)
     return policy
+
+
+def bad_policy(host: str, problems: list[str]) -> PolicyError:
+    """The one bad-input error of a host's knob values: the planner's, the typed plan's and
+    verify's readings raise it alike."""
+    return PolicyError("bad policy:\n  " + "\n  ".join(problems), host=host)
 
 
 def load_policies(

@@ -6,7 +6,8 @@ replaced, its upgrade, gathered as ``HostPlan.typed`` (a :class:`TypedPlan`). Ea
 variables (``RolePlan.vars``, what Ansible receives) are the record's :meth:`role_vars`; the
 report reads the records' fields, never those strings. The plan document
 (orchestrator/plandoc.py) is :meth:`TypedPlan.document_vars`; :meth:`TypedPlan.from_vars`
-reads it back, checked against the knob table (orchestrator/knobs.py), where the document
+reads it back as the roles read it (orchestrator/knobs.py, with the planner's rules of
+orchestrator/policy.py), where the document
 crosses a process boundary (verify's suite, on its side): the two round-trip. The MIG layouts
 are parsed and checked once (:meth:`MigPlan.parse`, orchestrator/mig.py) and carried as data.
 """
@@ -18,65 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import mig
-from .errors import PolicyError
 from .knobs import KnobTable, default_table
+from .policy import bad_policy, decide
 
 if TYPE_CHECKING:  # the suite imports this module on hosts that need none of these
     from .facts import LoadedDriver
-
-
-class _Reader:
-    """Variables of one host, read with the table's defaults, types and choices."""
-
-    def __init__(self, host: str, variables: Mapping[str, Any], table: KnobTable) -> None:
-        self.host, self.variables, self.table = host, variables, table
-
-    def raw(self, name: str) -> Any:
-        """The variable, else the default its reader applies (the role's own for a role
-        input: these are the values a role receives, not the planner's policy)."""
-        if name in self.variables and self.variables[name] is not None:
-            return self.variables[name]
-        return self.table[name].default
-
-    def _bad(self, name: str, value: Any, expected: str) -> PolicyError:
-        return PolicyError(
-            f"{name}={value!r} in the plan is not {expected}",
-            host=self.host,
-            fix="pass the plan.json `provision apply` wrote (or fix the inventory value)",
-        )
-
-    def text(self, name: str) -> str | None:
-        value = self.raw(name)
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise self._bad(name, value, "a string")
-        text = str(value).strip()
-        choices = self.table[name].choices
-        if text and choices and text not in [str(c) for c in choices]:
-            raise self._bad(name, value, "one of " + ", ".join(str(c) for c in choices))
-        return text or None
-
-    def flag(self, name: str) -> bool:
-        value = self.raw(name)
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "yes", "false", "no"):
-            return value.lower() in ("true", "yes")
-        raise self._bad(name, value, "true or false")
-
-    def count(self, name: str) -> int | None:
-        value = self.raw(name)
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise self._bad(name, value, "a count (0: all)")
-        return value or None
-
-    def roles(self) -> tuple[str, ...]:
-        value = self.raw("gpuprov_roles")
-        known = self.table["gpuprov_roles"].choices
-        if not isinstance(value, list | tuple) or not all(v in known for v in value):
-            raise self._bad("gpuprov_roles", value, "a list drawn from " + ", ".join(known))
-        return tuple(str(v) for v in value)
 
 
 @dataclass(frozen=True)
@@ -234,43 +181,41 @@ class TypedPlan:
     ) -> TypedPlan:
         """Read a host's plan variables (a plan document entry, over inventory variables);
         what they leave unset is the table's default. PolicyError when one is wrong."""
-        r = _Reader(host, variables, table or default_table())
-        roles = r.roles()
+        v, problems = decide(table or default_table(), variables, planner=False)
+        if "nvidia_driver" in v["gpuprov_roles"] and v["nvidia_driver_branch"] is None:
+            problems.append('nvidia_driver_branch="" in the plan is not a branch number')
+        if problems:
+            raise bad_policy(host, problems)
+        roles = v["gpuprov_roles"]
         driver = docker = toolkit = mig_plan = None
         if "nvidia_driver" in roles:
-            branch = r.text("nvidia_driver_branch") or ""
-            if not branch.isdigit():
-                raise r._bad("nvidia_driver_branch", branch, "a branch number")
             driver = DriverPlan(
-                branch=int(branch),
-                version=r.text("nvidia_driver_version"),
-                flavour=r.text("nvidia_driver_flavour") or "",
-                source=r.text("nvidia_driver_source") or "",
-                fabricmanager=r.flag("nvidia_driver_fabricmanager"),
-                reboot=r.text("nvidia_driver_reboot") or "",
-                persistenced=r.flag("nvidia_driver_persistenced"),
-                state_file=r.text("nvidia_driver_state_file") or "",
+                branch=v["nvidia_driver_branch"],
+                version=v["nvidia_driver_version"],
+                flavour=v["nvidia_driver_flavour"],
+                source=v["nvidia_driver_source"],
+                fabricmanager=v["nvidia_driver_fabricmanager"],
+                reboot=v["nvidia_driver_reboot"],
+                persistenced=v["nvidia_driver_persistenced"],
+                state_file=v["nvidia_driver_state_file"],
                 change=change,
-                nvlink5=r.flag("nvidia_driver_nvlink5"),
+                nvlink5=v["nvidia_driver_nvlink5"],
             )
         if "docker" in roles:
-            docker = DockerPlan(r.text("docker_source") or "")
+            docker = DockerPlan(v["docker_source"])
         if "nvidia_container_toolkit" in roles:
             toolkit = ToolkitPlan(
-                version=r.text("nvidia_container_toolkit_version"),
-                default_runtime=r.flag("nvidia_container_toolkit_default_runtime"),
-                cdi_spec=r.text("nvidia_container_toolkit_cdi_spec") or "",
+                version=v["nvidia_container_toolkit_version"],
+                default_runtime=v["nvidia_container_toolkit_default_runtime"],
+                cdi_spec=v["nvidia_container_toolkit_cdi_spec"],
             )
         if "mig" in roles:
-            layout = r.text("mig_layout") or mig.LAYOUT_DISABLED
-            configs = r.raw("mig_configs")
-            if not isinstance(configs, Mapping):
-                raise r._bad("mig_configs", configs, "a mapping of layout name -> devices")
-            mig_plan = MigPlan.parse(layout, configs, host)
+            layout = v["mig_layout"] or mig.LAYOUT_DISABLED
+            mig_plan = MigPlan.parse(layout, v["mig_configs"], host)
         validation = ValidationPlan(
-            nccl=r.flag("gpuprov_validation_nccl"),
-            expected_gpus=r.count("gpuprov_validation_expected_gpus"),
-            runtime=r.text("gpuprov_validation_runtime") or "",
-            cuda_version=r.text("gpuprov_cuda_version"),
+            nccl=v["gpuprov_validation_nccl"],
+            expected_gpus=v["gpuprov_validation_expected_gpus"],
+            runtime=v["gpuprov_validation_runtime"],
+            cuda_version=v["gpuprov_cuda_version"],
         )
         return cls(host, roles, validation, driver, docker, toolkit, mig_plan)

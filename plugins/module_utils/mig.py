@@ -21,8 +21,8 @@ For the planner (orchestrator.plan), per host whose policy sets `mig_layout`:
 
     gpus = gpus_from_smi(parse_lgip(..), parse_lgipp(..), models)   # facts hold -lgip/-lgipp
         # or, before a driver is there: [gpu_from_catalog(i, catalog.gpu(dev), dev) ...]
-    layouts = validate_layout(host, parse_layouts(policy.mig_configs, host=host),
-                              policy.mig_layout, gpus)
+    layouts = validate_layout(host, MigPlan.parse(layout, configs, host).parsed,
+                              policy.mig_layout, gpus)   # orchestrator.roleplans.MigPlan
 
 before any change; it raises `MigLayoutError` (exit 2) naming host, GPU, profile and what
 would fit. The catalog knows placements for the H200 only, so for other models the planner
@@ -260,11 +260,6 @@ def parse_config(data: object, *, host: str | None = None) -> MigConfig:
             )
         layouts[name] = tuple(specs)
     return MigConfig(layouts)
-
-
-def parse_layouts(mig_configs: object, *, host: str | None = None) -> MigConfig:
-    """Parse the `mig-configs` mapping alone (the role's and the policy's `mig_configs`)."""
-    return parse_config({"version": "v1", "mig-configs": mig_configs}, host=host)
 
 
 # --- placement -------------------------------------------------------------------------

@@ -180,6 +180,7 @@ PLAY = """\
 """
 
 
+@pytest.mark.ansible
 def test_options_user_config_and_passwords_reach_ansible_playbook(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -228,6 +229,7 @@ def test_options_user_config_and_passwords_reach_ansible_playbook(
             assert b"vaultpw" not in path.read_bytes() and b"unused-here" not in path.read_bytes()
 
 
+@pytest.mark.ansible
 @pytest.mark.parametrize("echo", [None, False])
 def test_v_shows_ansibles_own_output_unless_stdout_carries_json(
     tmp_path: Path, capfd: pytest.CaptureFixture[str], echo: bool | None

@@ -92,6 +92,7 @@ def run(lab: dict[str, Path], host_vars: Mapping[str, Mapping[str, object]], **k
     )
 
 
+@pytest.mark.ansible
 def test_plan_vars_win_and_stats_come_back(lab: dict[str, Path]) -> None:
     host_vars = {"node-a": {"planned_value": "A"}, "node-b": {"planned_value": "B"}}
     result = run(lab, host_vars)
@@ -118,6 +119,7 @@ def test_plan_vars_win_and_stats_come_back(lab: dict[str, Path]) -> None:
     assert again.hosts["node-a"].changed == 0 and again.hosts["node-b"].changed == 0
 
 
+@pytest.mark.ansible
 def test_a_rescued_failure_is_not_a_failure(lab: dict[str, Path]) -> None:
     result = run(lab, {"node-a": {"planned_value": "A", "rescue_here": True}})
     stats = result.hosts["node-a"]
@@ -126,6 +128,7 @@ def test_a_rescued_failure_is_not_a_failure(lab: dict[str, Path]) -> None:
     assert stats.succeeded
 
 
+@pytest.mark.ansible
 def test_check_mode_changes_nothing(lab: dict[str, Path]) -> None:
     result = run(lab, {"node-a": {"planned_value": "A"}}, check=True)
     assert result.check_mode
@@ -133,6 +136,7 @@ def test_check_mode_changes_nothing(lab: dict[str, Path]) -> None:
     assert not (lab["out"] / "node-a.txt").exists()
 
 
+@pytest.mark.ansible
 def test_failures_and_serial_batches(lab: dict[str, Path]) -> None:
     host_vars = {
         "node-a": {"planned_value": "A"},
@@ -154,6 +158,7 @@ def test_failures_and_serial_batches(lab: dict[str, Path]) -> None:
     assert (lab["out"] / "node-c.txt").read_text() == "C\n"
 
 
+@pytest.mark.ansible
 def test_a_broken_playbook_is_a_host_error(lab: dict[str, Path]) -> None:
     lab["playbook"].write_text("- name: Broken\n  hosts: all\n  tasks:\n    - nosuch.module: {}\n")
     with pytest.raises(HostError, match="ran no task"):
@@ -170,6 +175,7 @@ def test_bad_rollout_options_are_bad_input(serial: str | None, max_fail: int | N
     check_options("2", 100)
 
 
+@pytest.mark.ansible
 def test_the_plan_beats_group_vars_and_host_vars(lab: dict[str, Path]) -> None:
     """Inventory group_vars/ and host_vars/ files (above an INI's [group:vars]) lose to the
     plan, whatever type the inventory gives; a variable the plan does not set keeps the
@@ -187,6 +193,7 @@ def test_the_plan_beats_group_vars_and_host_vars(lab: dict[str, Path]) -> None:
     assert result.hosts["node-a"].rescued == 1  # rescue_here: not planned, host_vars' value
 
 
+@pytest.mark.ansible
 def test_a_host_the_plan_does_not_cover_stops(lab: dict[str, Path]) -> None:
     """A plan document without the running host's entry stops that host before any change."""
     result = run(lab, {"node-b": {"planned_value": "B"}}, hosts=["node-a", "node-b"])

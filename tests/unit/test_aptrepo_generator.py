@@ -207,6 +207,7 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("aptrepo-sim")
 
 
+@pytest.mark.ansible
 def test_apt_pulls_595_through_cuda_drivers_580_without_a_pinning_package(state: Path) -> None:
     # nv_forum_debian: cuda-drivers-580 has only '>=' Depends and pulls 590+ components.
     # dkms is Debian's (not the CUDA repository's): counted as installed here.
@@ -237,6 +238,7 @@ def test_apt_pulls_595_through_cuda_drivers_580_without_a_pinning_package(state:
     assert pinned.installs["nvidia-kernel-dkms"] == "580.159.04-1"
 
 
+@pytest.mark.ansible
 def test_apt_replaces_the_575_fabric_manager_by_the_580_one(state: Path) -> None:
     result = simulate(
         "debian12",

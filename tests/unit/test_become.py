@@ -226,6 +226,7 @@ def test_user_flags_and_password_resolve_as_ansibles_sudo_plugin_does(
     assert "ansible_sudo_pass" not in a.vars
 
 
+@pytest.mark.ansible
 def test_a_vault_inline_value_and_a_vault_encrypted_vars_file(tmp_path: Path) -> None:
     vaulted = _vaulted(PASSWORD, "ansible_become_password", tmp_path)
     inv = tmp_path / "hosts.yml"
@@ -321,6 +322,7 @@ def test_a_password_that_cannot_be_asked_is_bad_input(
     assert "--ask-vault-pass: no password could be read" in err and "Traceback" not in err
 
 
+@pytest.mark.ansible
 def test_verify_hands_each_host_its_become_through_a_pipe_to_xdist_workers(
     tmp_path: Path, doubles: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

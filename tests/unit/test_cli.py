@@ -165,6 +165,7 @@ def local_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Pa
     return {"inventory": inv, "out": out, "tmp": tmp_path}
 
 
+@pytest.mark.ansible
 def test_apply_passes_plan_vars_and_skips_blocked_hosts(
     local_fleet: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -189,6 +190,7 @@ def test_apply_passes_plan_vars_and_skips_blocked_hosts(
     assert artifacts.parent == (local_fleet["tmp"] / "artifacts").resolve()
 
 
+@pytest.mark.ansible
 def test_apply_check_mode_and_limit(
     local_fleet: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -272,6 +274,7 @@ def test_validate_runs_the_health_checks_and_skips_cuda_on_simulated_hosts(
     assert not any(c["status"] == "pass" and "simulated" in c["diagnosis"] for c in checks.values())
 
 
+@pytest.mark.ansible
 def test_no_stage_runs_the_whole_pipeline(
     local_fleet: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -37,6 +37,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tarball
 
 
+@pytest.mark.ansible
 def test_the_build_holds_roles_playbooks_and_the_orchestrator_only(built: Path) -> None:
     with tarfile.open(built) as tar:
         names = set(tar.getnames())
@@ -60,6 +61,7 @@ def test_the_build_holds_roles_playbooks_and_the_orchestrator_only(built: Path) 
     assert not any("__pycache__" in n for n in names)
 
 
+@pytest.mark.ansible
 def test_installed_it_runs_as_gpuprov_nvidia_site(built: Path, tmp_path: Path) -> None:
     collections = tmp_path / "collections"
     _run(
@@ -86,6 +88,7 @@ def test_installed_it_runs_as_gpuprov_nvidia_site(built: Path, tmp_path: Path) -
     assert load_table(roles_dir=installed / "roles").knobs == load_table().knobs
 
 
+@pytest.mark.ansible
 def test_it_installs_from_git(tmp_path: Path) -> None:
     """What AWX's collections/requirements.yml (type: git) does: clone, build, install; the
     committed HEAD of this clone."""
@@ -124,6 +127,7 @@ def test_site_yml_names_every_role_by_fqcn() -> None:
     assert {n.removeprefix("gpuprov.nvidia.") for n in names} == set(ROLE_PREFIXES)
 
 
+@pytest.mark.ansible
 def test_a_checkout_resolves_gpuprov_nvidia_to_itself() -> None:
     """The repository's ansible.cfg puts collections/ first; its gpuprov/nvidia links back
     to the checkout (not copied: one source), and ansible-galaxy lists it there."""
@@ -137,6 +141,7 @@ def test_a_checkout_resolves_gpuprov_nvidia_to_itself() -> None:
     assert f"gpuprov.nvidia {version}" in first
 
 
+@pytest.mark.ansible
 def test_plain_ansible_playbook_in_a_checkout_runs_the_collections_roles(tmp_path: Path) -> None:
     (tmp_path / "inv.ini").write_text("[gpu_nodes]\nnode-1 ansible_connection=local\n")
     argv = [str(BIN / "ansible-playbook"), "-i", str(tmp_path / "inv.ini"), "playbooks/site.yml"]
@@ -146,6 +151,7 @@ def test_plain_ansible_playbook_in_a_checkout_runs_the_collections_roles(tmp_pat
     assert "Plan this host here (no plan document was passed)" in tasks
 
 
+@pytest.mark.ansible
 def test_without_a_plan_the_playbook_plans_and_blocks_like_provision(tmp_path: Path) -> None:
     """No plan document, no gpuprov_roles, any inventory (this machine, local connection):
     site.yml runs the collection's probe module and planner action plugin; their verdict is

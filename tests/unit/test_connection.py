@@ -291,6 +291,7 @@ RAW_PLAY = """\
 """
 
 
+@pytest.mark.ansible
 @needs_ssh
 @pytest.mark.parametrize("bastion_known", [True, False])
 def test_ansible_takes_the_same_checked_route(
@@ -337,6 +338,7 @@ def test_ansible_takes_the_same_checked_route(
         assert known.read_text() == _line(target)
 
 
+@pytest.mark.ansible
 def test_verify_reads_the_inventory_with_the_checked_route(tmp_path: Path) -> None:
     import json
 

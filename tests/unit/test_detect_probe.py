@@ -15,7 +15,6 @@ from orchestrator.errors import HostError
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import names, parse_host
 from orchestrator.parsers.mig import parse_lci, parse_lgi
-from orchestrator.parsers.mig_lcip import parse_lcip
 from orchestrator.parsers.smi_list import parse_smi_list
 from orchestrator.probe import probe_script, split_output
 
@@ -165,4 +164,4 @@ def test_captured_probe_of_a_simulated_lab_host_with_mig() -> None:
     assert len(gis) == len(cis) == 32
     listed = parse_smi_list(raw[names.SMI_L])
     assert sum(len(g.mig_devices) for g in listed) == len(gis)
-    assert len(parse_lcip(raw[names.SMI_MIG_LCIP])) == 56
+    assert "Compute instance profiles:" in raw[names.SMI_MIG_LCIP]  # captured (nothing parses it)

@@ -18,7 +18,6 @@ from orchestrator.mig import (
     gpu_from_catalog,
     gpus_from_smi,
     parse_config,
-    parse_layouts,
     solve_placement,
     validate_layout,
     what_fits,
@@ -158,11 +157,6 @@ def test_malformed_documents_are_refused(doc: object, needle: str) -> None:
     assert needle in text
     assert text.startswith("node-1: ") and "fix:" in text
     assert info.value.exit_code == 2
-
-
-def test_parse_layouts_takes_the_mapping_alone() -> None:
-    cfg = parse_layouts({"x": [{"devices": "all", "mig-enabled": False}]})
-    assert cfg.names() == ("disabled", "x")
 
 
 # --- validation against the real H200 ------------------------------------------------------
@@ -347,7 +341,8 @@ def test_unknown_gpu_from_catalog_has_no_mig() -> None:
 )
 def test_shipped_layouts_fit_the_model_they_are_named_for(prefix: str, device_id: int) -> None:
     group_vars = Path(__file__).resolve().parents[2] / "inventory" / "group_vars" / "all.yml"
-    cfg = parse_layouts(yaml.safe_load(group_vars.read_text())["mig_configs"])
+    configs = yaml.safe_load(group_vars.read_text())["mig_configs"]
+    cfg = parse_config({"version": "v1", "mig-configs": configs})
     model = default_catalog().gpu(device_id)
     gpus = [gpu_from_catalog(i, model, device_id) for i in range(8)]
     names = [n for n in cfg.names() if n.startswith(prefix)]

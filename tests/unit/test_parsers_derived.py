@@ -13,7 +13,6 @@ from orchestrator.facts import HostFacts
 from orchestrator.factsdir import load_dir
 from orchestrator.parsers import names, parse_host
 from orchestrator.parsers.mig import parse_lci, parse_lgi, parse_lgip, parse_lgipp
-from orchestrator.parsers.mig_lcip import parse_lcip
 from orchestrator.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
 from orchestrator.parsers.smi_list import parse_smi_list
 from orchestrator.parsers.smi_q import fabric_states, parse_smi_q
@@ -170,14 +169,6 @@ def test_mig_layout(raw: dict[str, dict[str, str]], facts: dict[str, HostFacts])
     ]
     cis = parse_lci(files[names.SMI_MIG_LCI])
     assert [(c.gpu_instance_id, c.name) for c in cis] == [(g.instance_id, g.name) for g in gis]
-    profiles = parse_lcip(files[names.SMI_MIG_LCIP])
-    assert [(p.gpu_instance_id, p.profile_id, p.sm, p.copy_engines) for p in profiles] == [
-        (2, 2, 60, 3),
-        (3, 1, 32, 2),
-        (9, 0, 16, 1),
-        (10, 0, 16, 1),
-    ]
-    assert not any(p.default for p in profiles) and {p.free for p in profiles} == {0}
     assert [(c.profile_id, c.start, c.size) for c in cis] == [
         (2, 0, 3),
         (1, 0, 2),

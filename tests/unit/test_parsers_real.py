@@ -9,10 +9,8 @@ import pytest
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import names, parse_host
 from orchestrator.parsers.driver_version import parse_driver_version, parse_nvrm_line
-from orchestrator.parsers.gpus_information import parse_gpus_information
 from orchestrator.parsers.kernel_log import parse_kernel_log
 from orchestrator.parsers.mig import parse_lci, parse_lgi, parse_lgip, parse_lgipp
-from orchestrator.parsers.mig_lcip import parse_lcip
 from orchestrator.parsers.nccl_tests import parse_nccl_tests
 from orchestrator.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
 from orchestrator.parsers.os_release import parse_os_release
@@ -72,16 +70,6 @@ def test_driver_version_open_flavour(raw: dict[str, str]) -> None:
     assert driver is not None
     assert (driver.version, driver.flavour) == ("580.159.04", "open")
     assert driver.raw.startswith("NVRM version: NVIDIA UNIX Open Kernel Module")
-
-
-def test_gpus_information(raw: dict[str, str]) -> None:
-    gpus = parse_gpus_information(raw[names.PROC_GPUS_INFORMATION])
-    assert [g.address for g in gpus] == list(BUSES)
-    assert [g.uuid for g in gpus] == list(UUIDS)
-    assert [g.minor for g in gpus] == [0, 1]
-    assert {g.model for g in gpus} == {"NVIDIA H200"}
-    assert {g.firmware for g in gpus} == {"580.159.04"}
-    assert not any(g.excluded for g in gpus)
 
 
 def test_proc_modules(raw: dict[str, str]) -> None:
@@ -209,7 +197,6 @@ def test_mig_lgipp(raw: dict[str, str]) -> None:
 
 def test_mig_listings_when_disabled(raw: dict[str, str]) -> None:
     assert parse_lgi(raw[names.SMI_MIG_LGI]) == ()
-    assert parse_lcip(raw[names.SMI_MIG_LCIP]) == ()
     assert parse_lci(raw[names.SMI_MIG_LCIP]) == ()
 
 

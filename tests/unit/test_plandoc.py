@@ -46,6 +46,7 @@ def test_anything_else_is_bad_input(tmp_path: Path, text: str) -> None:
         read_plan_document(path)
 
 
+@pytest.mark.ansible
 def test_the_suite_reads_the_document_apply_writes(tmp_path: Path) -> None:
     """The suite takes the same plan.json (--gpuprov-plan); a wrong file stops it at start."""
     good = write_plan_document(tmp_path, PLAN)

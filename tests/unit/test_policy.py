@@ -86,7 +86,7 @@ def test_empty_means_automatic() -> None:
         ("nvidia_driver_flavour", "closed"),
         ("nvidia_driver_reboot", False),
         ("docker_source", "docker-ce"),
-        ("gpuprov_roles", "docker"),
+        ("gpuprov_roles", "docker,cuda"),
         ("gpuprov_roles", ["nvidia_driver", "cuda"]),
         ("nvidia_container_toolkit_default_runtime", "maybe"),
         ("gpuprov_validation_expected_gpus", "eight"),

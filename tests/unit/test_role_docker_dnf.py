@@ -17,6 +17,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 from roleplay import result, run_plays  # noqa: E402
 
+pytestmark = pytest.mark.ansible  # role renders through real Ansible (the ansible tier)
+
 REF = yaml.safe_load((REPO / "tests/recorded/reference/packages.yaml").read_text("utf-8"))
 
 CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {

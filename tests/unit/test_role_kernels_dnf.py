@@ -16,6 +16,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 from roleplay import run_plays  # noqa: E402
 
+pytestmark = pytest.mark.ansible  # role renders through real Ansible (the ansible tier)
+
 TASKS = REPO / "roles" / "nvidia_driver" / "tasks" / "kernels-dnf.yml"
 A, B, C = (
     "5.14.0-162.22.2.el9_1.x86_64",

@@ -22,6 +22,8 @@ sys.path.insert(0, str(REPO / "tests" / "lab"))
 from roleplay import result, run_plays  # noqa: E402
 from rpmrepo import model  # noqa: E402
 
+pytestmark = pytest.mark.ansible  # role renders through real Ansible (the ansible tier)
+
 REF = model.load_reference()
 KERNEL_EL9 = "5.14.0-427.13.1.el9_4.x86_64"  # a RHEL 9.4 `uname -r` from a public transcript
 

@@ -17,6 +17,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 from roleplay import result, run_plays  # noqa: E402
 
+pytestmark = pytest.mark.ansible  # role renders through real Ansible (the ansible tier)
+
 KERNEL = "6.8.0-1024-aws"
 
 

@@ -18,6 +18,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 from roleplay import run_plays  # noqa: E402
 
+pytestmark = pytest.mark.ansible  # role renders through real Ansible (the ansible tier)
+
 SHARED = REPO / "tests" / "recorded"
 FIXTURE = SHARED / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 

@@ -32,6 +32,8 @@ from aptrepo.graphs import canonical_replay, cuda_replay, kernels  # noqa: E402
 from aptrepo.packages import cuda_packages  # noqa: E402
 from roleplay import run_plays  # noqa: E402
 
+pytestmark = pytest.mark.ansible  # role renders through real Ansible (the ansible tier)
+
 KERNEL = "0.0.0-0-kernel"  # a stand-in release, replaced by the replay's kernels
 DEBIAN_KERNEL = "6.1.0-50-amd64"
 OSES = {

@@ -22,6 +22,8 @@ from aptrepo.packages import (  # noqa: E402
     fabric_names,
 )
 
+pytestmark = pytest.mark.ansible  # real apt and dpkg over the generated repositories
+
 OPERATIONS = REPO / "tests" / "recorded" / "reference" / "operations.md"
 
 

@@ -330,7 +330,6 @@ def test_ctrl_c_while_hosts_validate_in_threads_removes_every_container(
 ) -> None:
     """As seen on the GPU machine before the fix: Ctrl-C reached only the main thread and the
     validation ran on to its end. Now every running script is stopped and its container removed."""
-    import argparse
     import threading
     from types import SimpleNamespace
 
@@ -377,7 +376,7 @@ def test_ctrl_c_while_hosts_validate_in_threads_removes_every_container(
                 SimpleNamespace(facts={h: object() for h in hosts}, raw={h: {} for h in hosts}),  # type: ignore[arg-type]
                 {h: SimpleNamespace(blocked=False) for h in hosts},  # type: ignore[arg-type]
                 {h: None for h in hosts},  # type: ignore[misc]
-                argparse.Namespace(json=False, junit=None, runtime="docker", image=None),
+                pipeline.StageOptions(runtime="docker"),
             )
     finally:
         runner.INTERRUPTED.clear()

@@ -3,7 +3,6 @@ with a line of progress per host."""
 
 from __future__ import annotations
 
-import argparse
 import threading
 import time
 from pathlib import Path
@@ -104,16 +103,14 @@ def test_hosts_are_validated_in_parallel_with_progress(monkeypatch: pytest.Monke
     hosts = [f"n{i}" for i in range(6)] + ["down"]
     detected = SimpleNamespace(facts={h: object() for h in hosts[:-1]}, raw={h: {} for h in hosts})
     plans = {h: SimpleNamespace(blocked=False) for h in hosts}
-    started = time.monotonic()
     out = pipeline._validation(
         None,  # type: ignore[arg-type]
         hosts,
         detected,  # type: ignore[arg-type]
         plans,  # type: ignore[arg-type]
         {h: None for h in hosts},  # type: ignore[misc]
-        argparse.Namespace(json=False, junit=None, runtime=None, image=None),
+        pipeline.StageOptions(),
     )
-    assert time.monotonic() - started < 2.0  # 6 x 0.5 s one after the other would be 3 s
-    assert peak[0] == 6
+    assert peak[0] == 6  # all six at once (a wall-clock bound failed on a loaded machine)
     assert list(out) == hosts and out["down"].state == "not_run"
     assert sorted(seen) == sorted(f"validate n{i}: GPU checks on 8 GPUs (host)" for i in range(6))

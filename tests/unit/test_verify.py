@@ -40,18 +40,18 @@ def test_expectation_defaults_without_plan() -> None:
     assert e.driver_version is None and e.fabricmanager is None
     assert e.gpu_count is None  # gpuprov_validation_expected_gpus: 0, every GPU on the bus
     table = default_table()  # the roles' own defaults, read from roles/*/defaults/main.yml
-    assert e.cdi_spec == table.role_default("nvidia_container_toolkit_cdi_spec")
-    assert e.driver_state_file == table.role_default("nvidia_driver_state_file")
-    assert e.persistenced is table.role_default("nvidia_driver_persistenced")
+    assert e.cdi_spec == table["nvidia_container_toolkit_cdi_spec"].default
+    assert e.driver_state_file == table["nvidia_driver_state_file"].default
+    assert e.persistenced is table["nvidia_driver_persistenced"].default
 
 
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("gpuprov_roles", "docker"),
-        ("nvidia_driver_fabricmanager", "yes"),
+        ("gpuprov_roles", "docker,cuda"),
+        ("nvidia_driver_fabricmanager", "maybe"),
         ("gpuprov_validation_expected_gpus", "eight"),
-        ("gpuprov_validation_expected_gpus", True),
+        ("gpuprov_validation_expected_gpus", -1),
         ("nvidia_driver_version", ["535"]),
     ],
 )
@@ -59,6 +59,23 @@ def test_wrong_types_name_host_and_variable(name: str, value: object) -> None:
     with pytest.raises(PolicyError) as info:
         expectation_from_vars("node-7", {name: value})
     assert "node-7" in str(info.value) and name in str(info.value)
+
+
+def test_without_a_plan_ini_strings_read_as_the_role_reads_them() -> None:
+    """issue 26: `bool("false")` made verify expect persistenced on; ansible-core (the
+    role's argument_specs) reads "false" and "off" as False, "yes" as True, "8" as 8."""
+    e = expectation_from_vars(
+        "n1",
+        {
+            "nvidia_driver_persistenced": "false",
+            "nvidia_driver_fabricmanager": "yes",
+            "gpuprov_validation_expected_gpus": "8",
+            "gpuprov_roles": "nvidia_driver,docker",
+        },
+    )
+    assert (e.persistenced, e.fabricmanager, e.gpu_count) == (False, True, 8)
+    assert e.roles == ("nvidia_driver", "docker")
+    assert expectation_from_vars("n1", {"nvidia_driver_persistenced": "off"}).persistenced is False
 
 
 @pytest.mark.parametrize(

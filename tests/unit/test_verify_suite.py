@@ -155,6 +155,44 @@ def test_device_other_planned_version_fails_naming_both() -> None:
         suite_driver.test_loaded_module_matches_plan(host, expectation(**plan))
 
 
+@pytest.mark.parametrize("planned", [True, False])
+def test_device_other_planned_branch_fails_unpinned(planned: bool) -> None:
+    """issue 26: an unpinned plan of R575 on a host running 580.159.04 passed every check
+    (Expectation had no branch); the planned branch is now checked, from the plan document
+    as from the inventory."""
+    host = recorded_host(DEVICE)
+    variables = {**DEVICE_PLAN, "nvidia_driver_version": "", "nvidia_driver_branch": "575"}
+    expect = expectation_from_vars("gpu-1", variables, planned=planned)
+    assert (expect.driver_branch, expect.driver_version) == (575, None)
+    with pytest.raises(
+        AssertionError, match=r"loaded module is 580\.159\.04, of branch R580; the plan wants R575"
+    ):
+        suite_driver.test_loaded_module_matches_plan(host, expect)
+    suite_driver.test_loaded_module_matches_plan(
+        host,
+        expectation_from_vars("gpu-1", {**variables, "nvidia_driver_branch": 580}, planned=planned),
+    )
+
+
+def test_recorded_packages_of_another_branch_fail() -> None:
+    rows = {"nvidia-kernel-open-dkms": ("580.159.04-1", True)}
+    held = ["nvidia-kernel-open-dkms"]
+    command = _dpkg_command(*held)
+    host = recorded_host(DEVICE, **{command: _dpkg(rows)})
+    host.files["/var/lib/gpuprov/nvidia_driver.json"] = json.dumps(
+        {"version": "580.159.04", "held": held}
+    )
+    plan = expectation_from_vars(
+        "gpu-1",
+        {**DEVICE_PLAN, "nvidia_driver_version": "", "nvidia_driver_branch": "590"},
+        planned=True,
+    )
+    with pytest.raises(
+        AssertionError, match=r"installed driver packages are 580\.159\.04.*wants R590"
+    ):
+        suite_driver.test_driver_packages_at_planned_version_and_held(host, plan)
+
+
 def test_device_proprietary_plan_fails_on_open_modules() -> None:
     host = recorded_host(DEVICE)
     plan = {**DEVICE_PLAN, "nvidia_driver_flavour": "proprietary"}

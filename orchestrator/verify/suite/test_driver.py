@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.catalog import branch_of
 from orchestrator.verify.expect import Expectation
 from orchestrator.verify.suite import hoststate
 
@@ -46,6 +47,7 @@ def test_driver_packages_at_planned_version_and_held(host: Any, driver: Expectat
             "from no package (a runfile, a container image or a custom build): package "
             "version and hold do not apply"
         )
+    _assert_planned_branch(driver, version, "the installed driver packages are")
     at_version = [p for p in pkgs.values() if p.upstream == version]
     assert at_version, (
         f"no installed package is at the planned driver version {version}; "
@@ -65,9 +67,19 @@ def test_driver_packages_at_planned_version_and_held(host: Any, driver: Expectat
     )
 
 
+def _assert_planned_branch(driver: Expectation, version: str, what: str) -> None:
+    """An unpinned plan still names its branch: the driver there must be of that branch."""
+    if driver.driver_branch is not None:
+        assert branch_of(version) == driver.driver_branch, (
+            f"{what} {version}, of branch R{branch_of(version)}; the plan wants "
+            f"R{driver.driver_branch}: rerun provision apply"
+        )
+
+
 def test_loaded_module_matches_plan(host: Any, driver: Expectation) -> None:
     loaded = hoststate.loaded_driver(host)
     assert loaded, "no nvidia kernel module is loaded (/proc/driver/nvidia/version is missing)"
+    _assert_planned_branch(driver, loaded.version, "the loaded module is")
     if driver.driver_version:
         assert loaded.version == driver.driver_version, (
             f"loaded module is {loaded.version}, the plan wants {driver.driver_version} "
