@@ -13,30 +13,45 @@ ansible-playbook runs in the user's directory, with gpuprov's Ansible settings l
 the user's ansible.cfg and ANSIBLE_* environment (orchestrator/ansiblecfg.py). The options
 Ansible users reach for (`AnsibleOptions`: --tags, -e, --vault-id, -K, --forks, --diff) pass
 through; with -v and more, Ansible's own output is shown at that verbosity.
+
+`provision` owns the signals during a run: SIGINT and SIGTERM go to the run's watchdog
+(orchestrator/watchdog.py, the parent of ansible-playbook), which stops Ansible's whole process
+tree, fork workers included; then the run raises `Interrupted` (exit 130, the interrupted
+report: orchestrator/interrupt.py). ansible-runner's own signal handler is never installed
+(a cancel callback is given), so it does not decide the outcome. Secrets never stay in the
+artifacts (orchestrator/secrets.py); the last KEEP_RUNS run directories are kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import shlex
+import shutil
+import signal
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import ansiblecfg, paths
+from orchestrator import ansiblecfg, paths, watchdog
 from orchestrator.errors import BadInputError, HostError
 from orchestrator.plandoc import write_plan_document
+from orchestrator.secrets import scrub_command_file
 
 if TYPE_CHECKING:
     from orchestrator.inventory import VaultOptions
 
 REPO_ROOT = paths.SOURCE_ROOT  # the checkout, or the wheel's bundle
 SITE_PLAYBOOK = paths.SITE_PLAYBOOK
-ARTIFACTS = Path("artifacts")
+ARTIFACTS = Path("artifacts")  # relative to where provision runs; --artifacts-dir, ARTIFACTS_ENV
+ARTIFACTS_ENV = "GPUPROV_ARTIFACTS_DIR"
+KEEP_ENV = "GPUPROV_ARTIFACTS_KEEP"  # how many run directories to keep (default KEEP_RUNS)
+KEEP_RUNS = 20
 # ansible-playbook's prompts (ansible-runner answers them from `passwords`)
 BECOME_PROMPT = r"^BECOME password.*:\s*?$"
 VAULT_PROMPT = r"^Vault password.*:\s*?$"
@@ -197,15 +212,50 @@ class _Tally:
         return out
 
 
-def new_run_dir(base: Path = ARTIFACTS, now: dt.datetime | None = None) -> Path:
-    """`artifacts/<UTC timestamp>/`, unique even for two runs in one second."""
+def artifacts_root(given: str | Path | None = None) -> Path:
+    """Where run directories go: --artifacts-dir, else $GPUPROV_ARTIFACTS_DIR, else
+    ./artifacts."""
+    if given:
+        return Path(given).expanduser()
+    env = os.environ.get(ARTIFACTS_ENV)
+    return Path(env).expanduser() if env else ARTIFACTS
+
+
+def _keep() -> int:
+    text = os.environ.get(KEEP_ENV, "")
+    return int(text) if text.isdigit() and int(text) > 0 else KEEP_RUNS
+
+
+def rotate(base: Path, keep: int) -> list[Path]:
+    """Remove all but the newest `keep` run directories under `base` (names are UTC
+    timestamps, so name order is age order); returns those removed."""
+    runs = sorted(
+        (d for d in base.iterdir() if d.is_dir() and d.name[:8].isdigit() and "T" in d.name),
+        key=lambda d: d.name,
+    )
+    gone = runs[: max(0, len(runs) - keep)]
+    for d in gone:
+        shutil.rmtree(d, ignore_errors=True)
+    return gone
+
+
+LAST_RUN_DIR: list[Path] = []  # this process's newest run directory (interrupt.py reads it)
+
+
+def new_run_dir(base: Path | None = None, now: dt.datetime | None = None) -> Path:
+    """`artifacts/<UTC timestamp>/` (0700), unique even for two runs in one second; older
+    runs beyond the newest KEEP_RUNS ($GPUPROV_ARTIFACTS_KEEP) are removed."""
+    base = artifacts_root() if base is None else base
     stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
     run_dir = base / stamp
     n = 1
     while run_dir.exists():
         n += 1
         run_dir = base / f"{stamp}-{n}"
-    run_dir.mkdir(parents=True)
+    run_dir.mkdir(parents=True, mode=0o700)
+    with contextlib.suppress(OSError):
+        rotate(base, _keep())
+    LAST_RUN_DIR[:] = [run_dir.resolve()]
     return run_dir.resolve()
 
 
@@ -326,30 +376,40 @@ def run_playbook(
     env = ansiblecfg.layered_env(os.environ, ansiblecfg.user_config(where))
     # ansible-runner starts ansible-playbook from PATH: use this environment's.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    runner = ansible_runner.run(
-        private_data_dir=str(run_dir),
-        artifact_dir=str(run_dir),
-        ident="ansible",
-        project_dir=str(where),  # relative paths in -e @file, --vault-id, ansible.cfg: as typed
-        playbook=str((playbook or SITE_PLAYBOOK).resolve()),
-        inventory=[str(Path(p).resolve()) for p in inventories]
-        + ([str(_route_overlay(run_dir, routes))] if routes else []),
-        limit=",".join(hosts),
-        cmdline=shlex.join(cmdline) or None,
-        verbosity=verbosity or None,
-        envvars=env,
-        passwords=opts.passwords() or None,
-        event_handler=handle,
-        suppress_env_files=True,
-        # -v and more: Ansible's own output, at that verbosity (always in the artifacts)
-        quiet=not (verbosity > 0 if echo is None else echo),
-    )
+    env[watchdog.PARENT_ENV] = str(os.getpid())
+    stop = _Stop()
+    try:
+        with stop.owning_signals():
+            runner = ansible_runner.run(
+                private_data_dir=str(run_dir),
+                artifact_dir=str(run_dir),
+                ident="ansible",
+                # relative paths in -e @file, --vault-id, ansible.cfg: as typed
+                project_dir=str(where),
+                # ansible-playbook under the watchdog, which stops its whole tree with the run
+                binary=str(_watchdog_script(run_dir)),
+                inventory=[str(Path(p).resolve()) for p in inventories]
+                + ([str(_route_overlay(run_dir, routes))] if routes else []),
+                limit=",".join(hosts),
+                cmdline=shlex.join([*cmdline, str((playbook or SITE_PLAYBOOK).resolve())]),
+                verbosity=verbosity or None,
+                envvars=env,
+                passwords=opts.passwords() or None,
+                event_handler=handle,
+                cancel_callback=stop.cancel,  # and so no ansible-runner signal handler
+                suppress_env_files=True,
+                # -v and more: Ansible's own output, at that verbosity (always in the artifacts)
+                quiet=not (verbosity > 0 if echo is None else echo),
+            )
+    finally:
+        scrub_command_file(run_dir / "ansible" / "command")
+    if stop.signum is not None:
+        raise Interrupted(stop.signum, run_dir)
     if runner.status not in ("successful", "failed"):
         raise HostError(
             f"ansible-playbook ended {runner.status} (rc {runner.rc})",
             fix=f"read {run_dir / 'ansible' / 'stdout'}",
         )
-    _scrub_command_file(run_dir / "ansible" / "command")
     if not tally.seen:  # a syntax error, an unknown role, no host matched
         stdout = run_dir / "ansible" / "stdout"
         tail = stdout.read_text(errors="replace")[-1500:] if stdout.exists() else ""
@@ -380,16 +440,85 @@ def _route_overlay(run_dir: Path, routes: Mapping[str, str]) -> Path:
     return overlay
 
 
-def _scrub_command_file(path: Path) -> None:
-    """ansible-runner records the whole process environment in `command`; keep only Ansible's
-    and the runner's own settings, so no unrelated secret (cloud keys, tokens) stays on disk."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    env = data.get("env") if isinstance(data, dict) else None
-    if isinstance(env, dict):
-        data["env"] = {
-            k: v for k, v in env.items() if k.startswith(("ANSIBLE_", "RUNNER_")) or k == "PATH"
-        }
-        path.write_text(json.dumps(data), encoding="utf-8")
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped a run; Ansible's process tree has ended (exit 130)."""
+
+    def __init__(self, signum: int, run_dir: Path) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum, self.run_dir = signum, run_dir
+
+
+def _watchdog_script(run_dir: Path) -> Path:
+    """ansible-runner's `binary`: ansible-playbook under orchestrator/watchdog.py."""
+    script = run_dir / "ansible-playbook"
+    command = run_dir / "ansible" / "command"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"exec {shlex.quote(sys.executable)} -m orchestrator.watchdog {shlex.quote(str(command))}"
+        ' -- ansible-playbook "$@"\n',
+        encoding="utf-8",
+    )
+    script.chmod(0o700)
+    return script
+
+
+def _watchdogs() -> list[int]:
+    """This process's children that are a run's watchdog."""
+    out = []
+    me = str(os.getpid())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text(errors="replace").rpartition(")")[2].split()
+            if len(stat) > 1 and stat[1] == me:
+                if b"orchestrator.watchdog" in (entry / "cmdline").read_bytes():
+                    out.append(int(entry.name))
+        except OSError:
+            continue
+    return out
+
+
+@dataclass
+class _Stop:
+    """SIGINT/SIGTERM during a run: the watchdog is told at once (SIGTERM: it stops Ansible's
+    tree and exits); ansible-runner, polling `cancel`, is told to kill only if the watchdog
+    has not ended well after its grace time."""
+
+    signum: int | None = None
+    at: float = 0.0
+    told: bool = False
+
+    def _tell(self) -> None:
+        for pid in _watchdogs():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+                self.told = True
+
+    def handler(self, signum: int, _frame: object) -> None:
+        if self.signum is None:
+            self.signum, self.at = signum, time.monotonic()
+        self._tell()  # a second signal: the watchdog skips its grace time
+
+    def cancel(self) -> bool:
+        if self.signum is None:
+            return False
+        if not self.told:
+            self._tell()  # the signal came before the watchdog had started
+        return time.monotonic() - self.at > watchdog.GRACE_S + 20
+
+    @contextlib.contextmanager
+    def owning_signals(self) -> Any:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        for s in before:
+            signal.signal(s, self.handler)
+        try:
+            yield
+        finally:
+            for s, h in before.items():
+                signal.signal(s, h)
