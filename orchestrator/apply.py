@@ -126,6 +126,7 @@ class HostApplyStats:
     rescued: int = 0  # failures a block's rescue recovered (not counted in `failed`)
     touched: bool = True  # False: the run stopped (max fail percent) before this host's batch
     converged: tuple[str, ...] = ()  # "ROLE skipped: converged, digest ..." (converged.py)
+    roles: tuple[str, ...] = ()  # the roles whose tasks ran on this host, in order
 
     @property
     def succeeded(self) -> bool:
@@ -156,6 +157,7 @@ class _Tally:
     unreachable: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
+    roles: dict[str, list[str]] = field(default_factory=dict)
     final: dict[str, Mapping[str, int]] = field(default_factory=dict)  # playbook_on_stats
 
     def add(self, event: Event) -> None:
@@ -172,6 +174,9 @@ class _Tally:
         if not isinstance(host, str) or not kind.startswith("runner_on_"):
             return
         self.seen.add(host)
+        role = data.get("role")
+        if isinstance(role, str) and role and role not in self.roles.setdefault(host, []):
+            self.roles[host].append(role)
         task = str(data.get("task") or "")
         res = data.get("res") or {}
         if kind == "runner_on_ok":
@@ -208,6 +213,7 @@ class _Tally:
                 failed_tasks=failed_tasks,
                 rescued=self.final.get("rescued", {}).get(h, 0),
                 touched=h in self.seen,
+                roles=tuple(self.roles.get(h, [])),
             )
         return out
 
@@ -471,9 +477,9 @@ def _watchdogs() -> list[int]:
             continue
         try:
             stat = (entry / "stat").read_text(errors="replace").rpartition(")")[2].split()
-            if len(stat) > 1 and stat[1] == me:
-                if b"orchestrator.watchdog" in (entry / "cmdline").read_bytes():
-                    out.append(int(entry.name))
+            ours = len(stat) > 1 and stat[1] == me
+            if ours and b"orchestrator.watchdog" in (entry / "cmdline").read_bytes():
+                out.append(int(entry.name))
         except OSError:
             continue
     return out

@@ -408,11 +408,10 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
     if not targets:
         return _Applied(fleet, detected, policies, plans, None)
     max_unavailable = getattr(args, "max_unavailable", None)
-    serial = rollout.batch_size(
-        args.serial, max_unavailable, targets, detected.facts, len(fleet.hosts)
-    )
+    budget_facts, fleet_size = _budget_facts(args, fleet, detected, console)
+    serial = rollout.batch_size(args.serial, max_unavailable, targets, budget_facts, fleet_size)
     if max_unavailable is not None:
-        away = rollout.drained_elsewhere(detected.facts, targets)
+        away = rollout.drained_elsewhere(budget_facts, targets)
         console.print(
             f"rollout: batches of {serial} host(s) (--serial {args.serial or 'all'}, "
             f"--max-unavailable {max_unavailable}"
@@ -420,7 +419,7 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
             + ")",
             highlight=False,
         )
-    run_dir = apply_mod.new_run_dir()
+    run_dir = apply_mod.new_run_dir(apply_mod.artifacts_root(getattr(args, "artifacts_dir", None)))
     assert fleet.inventory_path is not None
     from orchestrator import converged
     from orchestrator.progress import ApplyProgress
@@ -437,7 +436,7 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
             trusted=not options.extra_vars,
         )
         if not skips.run:  # every role of every host converged: no playbook at all
-            result = skips.result(run_dir, args.check, None)
+            result = rollout.still_drained(skips.result(run_dir, args.check, None), detected.facts)
     if not skips.run:
         return _Applied(fleet, detected, policies, plans, result)
     with ApplyProgress(console, tuple(skips.run)) as progress:
@@ -455,7 +454,30 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
             routes=_routes(fleet, skips.run),
             echo=args.verbose > 0 and not args.json,  # stdout carries the JSON report
         )
-    return _Applied(fleet, detected, policies, plans, skips.result(run_dir, args.check, result))
+    done = rollout.still_drained(skips.result(run_dir, args.check, result), detected.facts)
+    return _Applied(fleet, detected, policies, plans, done)
+
+
+def _budget_facts(
+    args: argparse.Namespace, fleet: Fleet, detected: Detected, console: Console
+) -> tuple[Mapping[str, HostFacts], int]:
+    """The facts --max-unavailable counts over, and the fleet's size: with --limit, the rest
+    of the inventory is detected too, so a host drained outside the limit still counts."""
+    if getattr(args, "max_unavailable", None) is None or not args.limit:
+        return detected.facts, len(fleet.hosts)
+    whole = _load_inventory(args.inventory, None, args)
+    outside = [h for h in whole.hosts if h not in fleet.hostvars]
+    if not outside:
+        return detected.facts, len(whole.hosts)
+    console.print(
+        f"rollout: reading the upgrade state of {len(outside)} host(s) outside --limit "
+        "(--max-unavailable counts the whole inventory)",
+        highlight=False,
+    )
+    rest = _detect(replace(whole, hostvars={h: whole.hostvars[h] for h in outside}), console)
+    for host, why in sorted(rest.errors.items()):
+        console.print(f"[yellow]warning[/] {escape(host)}: upgrade state unknown: {escape(why)}")
+    return {**rest.facts, **detected.facts}, len(whole.hosts)
 
 
 def run_apply(args: argparse.Namespace) -> int:
@@ -545,7 +567,11 @@ def run_verify(args: argparse.Namespace) -> int:
     fleet, detected = _detect_fleet(args, console)
     policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     hosts = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
-    run_dir = apply_mod.new_run_dir() if hosts else None
+    run_dir = (
+        apply_mod.new_run_dir(apply_mod.artifacts_root(getattr(args, "artifacts_dir", None)))
+        if hosts
+        else None
+    )
     verification = _verify_hosts(fleet, hosts, plans, policies, run_dir) if run_dir else {}
     reports = rep.host_reports(
         fleet.hosts,

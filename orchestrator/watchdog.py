@@ -107,7 +107,9 @@ def _exit_code(code: int) -> int:
 def main(argv: list[str]) -> int:
     """`watchdog COMMAND_FILE -- ansible-playbook ARGS...`"""
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m orchestrator.watchdog COMMAND_FILE -- PROGRAM ARGS", file=sys.stderr)
+        print(
+            "usage: python -m orchestrator.watchdog COMMAND_FILE -- PROGRAM ARGS", file=sys.stderr
+        )
         return 2
     command_file, program = Path(argv[0]), argv[2:]
     _prctl(PR_SET_CHILD_SUBREAPER, 1)

@@ -45,7 +45,10 @@ CASES: dict[str, tuple[dict[str, Any] | None, str]] = {
         "580.159.04",
     ),
     "same_target_resumes": (_state("595.91.07 open", "in_progress", DRAINED), "595.91.07"),
-    "not_drained_other_target": (_state("595.91.07 open", "in_progress", ["preflight"]), "580.159.04"),
+    "not_drained_other_target": (
+        _state("595.91.07 open", "in_progress", ["preflight"]),
+        "580.159.04",
+    ),
     "finished": (_state("595.91.07 open", "done", [*DRAINED, "undrain"]), "580.159.04"),
     "no_state": (None, "580.159.04"),
 }
