@@ -439,21 +439,31 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
             result = rollout.still_drained(skips.result(run_dir, args.check, None), detected.facts)
     if not skips.run:
         return _Applied(fleet, detected, policies, plans, result)
-    with ApplyProgress(console, tuple(skips.run)) as progress:
-        result = apply_mod.run_playbook(
-            inventories=[fleet.inventory_path],
-            hosts=skips.run,
-            host_vars=skips.host_vars,
-            run_dir=run_dir,
-            check=args.check,
-            serial=serial,
-            max_fail_percent=args.max_fail_percent,
-            verbosity=args.verbose,
-            on_event=progress,
-            options=options,
-            routes=_routes(fleet, skips.run),
-            echo=args.verbose > 0 and not args.json,  # stdout carries the JSON report
-        )
+    from orchestrator import hostlock
+
+    reach: dict[str, Any] = {
+        "inventories": [fleet.inventory_path],
+        "routes": _routes(fleet, skips.run),
+    }
+    owner = hostlock.owner_of(run_dir)
+    try:
+        with ApplyProgress(console, tuple(skips.run)) as progress:
+            result = apply_mod.run_playbook(
+                hosts=skips.run,
+                host_vars=skips.host_vars,
+                run_dir=run_dir,
+                check=args.check,
+                serial=serial,
+                max_fail_percent=args.max_fail_percent,
+                verbosity=args.verbose,
+                on_event=progress,
+                options=options,
+                echo=args.verbose > 0 and not args.json,  # stdout carries the JSON report
+                extra=None if args.check else hostlock.lock_vars(owner),  # one run per host
+                **reach,
+            )
+    finally:  # hosts that did not reach the end of the playbook still hold this run's lock
+        hostlock.release(owner, hostlock.unreleased(run_dir), run_dir, options, **reach)
     done = rollout.still_drained(skips.result(run_dir, args.check, result), detected.facts)
     return _Applied(fleet, detected, policies, plans, done)
 
