@@ -158,6 +158,7 @@ class _Tally:
     skipped: dict[str, int] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
     roles: dict[str, list[str]] = field(default_factory=dict)
+    lost: dict[str, list[str]] = field(default_factory=dict)  # unreachable: task: cause
     final: dict[str, Mapping[str, int]] = field(default_factory=dict)  # playbook_on_stats
 
     def add(self, event: Event) -> None:
@@ -186,10 +187,12 @@ class _Tally:
                 if task not in tasks:
                     tasks.append(task)
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
-            msg = str(res.get("msg", "")) if isinstance(res, Mapping) else ""
+            msg = failure_message(res) if isinstance(res, Mapping) else ""
             self.failed.setdefault(host, []).append(f"{task}: {msg}".rstrip(": "))
         elif kind == "runner_on_unreachable":
             self.unreachable[host] = self.unreachable.get(host, 0) + 1
+            msg = str(res.get("msg", "")) if isinstance(res, Mapping) else ""
+            self.lost.setdefault(host, []).append(f"{task}: {unreachable_message(msg)}")
         elif kind == "runner_on_skipped":
             self.skipped[host] = self.skipped.get(host, 0) + 1
 
@@ -203,6 +206,8 @@ class _Tally:
                 unreachable = self.final.get("dark", {}).get(h, 0)
                 if failed == 0:
                     failed_tasks = ()  # every failure was rescued
+            if unreachable:
+                failed_tasks += tuple(self.lost.get(h, []))
             out[h] = HostApplyStats(
                 ok=self.ok.get(h, 0),
                 changed=len(self.changed.get(h, [])),
@@ -246,6 +251,45 @@ def rotate(base: Path, keep: int) -> list[Path]:
 
 
 LAST_RUN_DIR: list[Path] = []  # this process's newest run directory (interrupt.py reads it)
+
+
+# What apt and dpkg say when another process holds their lock (apt's "Could not get lock
+# /var/lib/dpkg/lock-frontend. It is held by process N (apt-get)", dpkg's "dpkg frontend lock
+# was locked by another process")
+_DPKG_LOCKED = ("Could not get lock", "is locked by another process", "was locked by another")
+
+
+def failure_message(res: Mapping[str, Any]) -> str:
+    """A failed task's message: a loop's first failed item when Ansible says only "One or
+    more items failed", and a held package manager lock named as such."""
+    msg = str(res.get("msg", ""))
+    items = res.get("results")
+    if isinstance(items, list) and (not msg or msg.startswith("One or more items failed")):
+        failed = [i for i in items if isinstance(i, Mapping) and i.get("failed")]
+        if failed:
+            first = failed[0]
+            said = str(first.get("msg") or "") or str(first.get("stderr") or "")
+            item = first.get("item")
+            msg = f"item {item}: {said}" if item is not None else said
+    text = " ".join(str(res.get(k, "")) for k in ("stderr", "stdout")) + " " + msg
+    if any(marker in text for marker in _DPKG_LOCKED):
+        line = next(
+            (ln.strip() for ln in text.splitlines() if any(m in ln for m in _DPKG_LOCKED)), ""
+        )
+        return f"the package manager is locked by another process ({line[:200]}): {msg}"
+    return msg
+
+
+# ssh's words when the host went away under a run (a reboot, a crash, the network)
+_GONE = ("Connection refused", "Connection reset", "closed by remote host", "Broken pipe",
+         "No route to host", "Connection timed out", "timed out")  # fmt: skip
+
+
+def unreachable_message(msg: str) -> str:
+    first = msg.strip().splitlines()[0] if msg.strip() else "no answer"
+    if any(w in msg for w in _GONE):
+        return f"unreachable: {first} (the host went away mid-run: rebooting, down, or hung)"
+    return f"unreachable: {first}"
 
 
 def new_run_dir(base: Path | None = None, now: dt.datetime | None = None) -> Path:

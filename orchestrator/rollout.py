@@ -87,9 +87,21 @@ def drained_message(state: UpgradeState) -> str:
 def still_drained(result: ApplyResult, facts: Mapping[str, HostFacts]) -> ApplyResult:
     """The run's result, with each host an unfinished upgrade had drained (at detection) that
     the run did not take up failed, and said so."""
+    from orchestrator.interrupt import upgrade_steps
+
     hosts = dict(result.hosts)
+    seen = upgrade_steps(result.artifact_dir) if result.artifact_dir.is_dir() else {}
     for host, stats in result.hosts.items():
         state = facts[host].upgrade if host in facts else None
+        now = seen.get(host)
+        if not stats.succeeded and now is not None and now.drained:
+            # this run drained it, then lost it (unreachable: a reboot) or failed on it
+            note = (
+                f"drained mid-upgrade by this run (step {now.step}); "
+                f"`provision apply --limit {host}` resumes it"
+            )
+            hosts[host] = replace(stats, failed_tasks=(*stats.failed_tasks, note))
+            continue
         if state is None or not state.drained:
             continue
         if stats.succeeded and "driver_upgrade" in stats.roles:
