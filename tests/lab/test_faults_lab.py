@@ -10,9 +10,12 @@ never converged (every run here is stopped early, or refused before any change).
 3. A host that stops answering mid-apply (`docker pause`): the run ends within the SSH
    keepalive's bound (ServerAliveInterval 15 x 4, ansible.cfg), the host reported
    unreachable, instead of stalling forever.
+4. Two `provision apply` on one host: the second is refused for it ("run lock held by <run>
+   since T", exit 1) while the first runs; Ctrl-C of the first: exit 130, the interrupted
+   report, no Ansible process left, and its lock given back.
 
-Duration on the shared 2-core machine: about 6 min (lab up ~10 s, then three runs that are
-each stopped within ~2 min).
+Duration on the shared 2-core machine: about 8 min (lab up ~10 s, then runs that are each
+stopped within ~2 min).
 """
 
 from __future__ import annotations
@@ -189,3 +192,52 @@ def test_a_host_that_stops_answering_ends_the_run_in_bounded_time(
     # 15 s x 4 keepalives, plus the task in flight and Ansible's own teardown
     assert took < 300, f"the run took {took:.0f} s after the host stopped answering"
     print(f"the run ended {took:.0f} s after the host stopped answering")
+
+
+def test_a_second_apply_is_refused_by_the_host_lock_and_ctrl_c_stops_the_first(
+    lab: RunningLab, tmp_path: Path
+) -> None:
+    first = lab.hosts[0]
+    proc = subprocess.Popen(
+        _cmd(lab, tmp_path / "first.json", "apply", "--limit", first),
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while lab.ssh(first, "test -d /var/lib/gpuprov/run.lock").returncode != 0:
+            assert proc.poll() is None, "the first run ended before it took the lock"
+            assert time.monotonic() < deadline, "the first run never took the lock"
+            time.sleep(2)
+        second = subprocess.run(
+            _cmd(lab, tmp_path / "second.json", "apply", "--limit", first),
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        assert proc.poll() is None, "the first run still runs"
+        proc.send_signal(signal.SIGINT)  # the operator's Ctrl-C
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    said = second.stdout + second.stderr
+    assert second.returncode == 1, said[-3000:]
+    report = json.loads((tmp_path / "second.json").read_text())
+    failed = report["hosts"][first]["apply"]["failed_tasks"]
+    assert any("run lock held by" in t and " since " in t for t in failed), failed
+    assert proc.returncode == 130, output[-3000:]
+    interrupted = json.loads((tmp_path / "first.json").read_text())
+    assert interrupted["interrupted"] is True
+    assert interrupted["hosts"][first]["status"] == "interrupted", interrupted["hosts"]
+    assert not _ansible_of(lab), f"Ansible runs on: {_ansible_of(lab)}"
+    gone = lab.ssh(first, "test -d /var/lib/gpuprov/run.lock")
+    assert gone.returncode != 0, "the interrupted run gave its lock back"
