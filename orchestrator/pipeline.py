@@ -14,6 +14,7 @@ import argparse
 import datetime as dt
 import importlib
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -228,11 +229,26 @@ def _verify_hosts(
             vault=fleet.vault,
         )
     return {
-        h: rep.StageResult("done", tuple(run.results.get(h, ())))
+        h: _lost(run.results[h]) or rep.StageResult("done", tuple(run.results[h]))
         if h in run.results
         else rep.StageResult("error", note="the suite reported nothing for this host" + asked)
         for h in hosts
     }
+
+
+_SSH_LOST = re.compile(r"exit_status=255, .*_stderr=b['\"](ssh: [^'\"\\]*)")
+
+
+def _lost(results: Sequence[Any]) -> rep.StageResult | None:
+    """A host the suite could not reach: one line (ssh's own words), not one failed check
+    per test with testinfra's traceback (issue 27)."""
+    failed = [r for r in results if r.status == "fail"]
+    said = [_SSH_LOST.search(r.diagnosis) for r in failed]
+    if not failed or not all(said):
+        return None
+    first = said[0]
+    assert first is not None
+    return rep.StageResult("error", note=f"unreachable during verification: {first.group(1)}")
 
 
 # --- shared steps ----------------------------------------------------------------------
