@@ -28,6 +28,11 @@ _DRAINED_STEPS = (
 )  # fmt: skip
 
 
+# host -> "drained by an unfinished upgrade to X since T": what detection found before the
+# run (orchestrator/pipeline.py sets it): a resumed upgrade's drain happened in an earlier run
+DRAINED_AT_START: dict[str, str] = {}
+
+
 def _run_dir() -> Path | None:
     """The artifact directory this run made (orchestrator/apply.py remembers it)."""
     from orchestrator.apply import LAST_RUN_DIR
@@ -128,11 +133,14 @@ def interrupted_report(args: argparse.Namespace, signal_name: str = "SIGINT") ->
             lines.append("interrupted; no host had changed yet")
     run_dir = _run_dir() if progress is not None else None
     upgrades = upgrade_steps(run_dir) if run_dir is not None else {}
+    for h in targets:
+        if h in DRAINED_AT_START and not (h in upgrades and upgrades[h].step == "undrain"):
+            upgrades[h] = UpgradeSeen(upgrades[h].step if h in upgrades else "", True)
     for h, seen in sorted(upgrades.items()):
         if seen.drained:
             lines.append(
-                f"{h} is drained mid-upgrade (step {seen.step}): run `provision apply` again "
-                "to finish the upgrade and undrain it"
+                f"{h} is drained mid-upgrade (step {seen.step or 'not started'}): run "
+                "`provision apply` again to finish the upgrade and undrain it"
             )
     doc = interrupted_document(
         args.stage or "all", started, hosts, targets, run_dir, upgrades, signal_name

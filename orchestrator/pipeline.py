@@ -462,6 +462,16 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
         "routes": _routes(fleet, skips.run),
     }
     owner = hostlock.owner_of(run_dir)
+    from orchestrator import interrupt
+
+    interrupt.DRAINED_AT_START.clear()  # what an interrupted report says of resumed upgrades
+    interrupt.DRAINED_AT_START.update(
+        {
+            h: rollout.drained_message(f.upgrade)
+            for h, f in detected.facts.items()
+            if h in skips.run and f.upgrade is not None and f.upgrade.drained
+        }
+    )
     try:
         with ApplyProgress(console, tuple(skips.run)) as progress:
             result = apply_mod.run_playbook(

@@ -10,9 +10,11 @@ never converged (every run here is stopped early, or refused before any change).
 3. A host that stops answering mid-apply (`docker pause`): the run ends within the SSH
    keepalive's bound (ServerAliveInterval 15 x 4, ansible.cfg), the host reported
    unreachable, instead of stalling forever.
-4. Two `provision apply` on one host: the second is refused for it ("run lock held by <run>
-   since T", exit 1) while the first runs; Ctrl-C of the first: exit 130, the interrupted
-   report, no Ansible process left, and its lock given back.
+4. Two `provision apply` on one host, drained by an upgrade interrupted earlier (its state
+   file, written here) toward another target: the first takes the upgrade up toward the
+   current target; the second is refused for the host ("run lock held by <run> since T",
+   exit 1) while the first runs; Ctrl-C of the first: exit 130, the interrupted report naming
+   the host drained and its step, no Ansible process left, and its lock given back.
 
 Duration on the shared 2-core machine: about 8 min (lab up ~10 s, then runs that are each
 stopped within ~2 min).
@@ -177,7 +179,14 @@ def test_a_host_that_stops_answering_ends_the_run_in_bounded_time(
     container = _container(lab, second)
     try:
         _in_apply(proc, lab)
-        engine.docker(["pause", container])
+        for _attempt in range(10):  # the freezer can refuse while a process is in I/O
+            paused = subprocess.run(
+                ["docker", "pause", container], capture_output=True, check=False
+            )
+            if paused.returncode == 0:
+                break
+            time.sleep(1)
+        assert paused.returncode == 0, paused.stderr
         paused = time.monotonic()
         output, _ = proc.communicate(timeout=600)
         took = time.monotonic() - paused
@@ -198,6 +207,10 @@ def test_a_second_apply_is_refused_by_the_host_lock_and_ctrl_c_stops_the_first(
     lab: RunningLab, tmp_path: Path
 ) -> None:
     first = lab.hosts[0]
+    # the host is drained by an upgrade to 595.91.07 interrupted earlier (the state file as
+    # the role writes it): this run takes it up toward the current target (retarget)
+    put = lab.ssh(first, f"mkdir -p /var/lib/gpuprov && echo '{json.dumps(DRAINED)}' > {STATE}")
+    assert put.returncode == 0, put.stderr
     proc = subprocess.Popen(
         _cmd(lab, tmp_path / "first.json", "apply", "--limit", first),
         cwd=tmp_path,
@@ -237,7 +250,12 @@ def test_a_second_apply_is_refused_by_the_host_lock_and_ctrl_c_stops_the_first(
     assert proc.returncode == 130, output[-3000:]
     interrupted = json.loads((tmp_path / "first.json").read_text())
     assert interrupted["interrupted"] is True
-    assert interrupted["hosts"][first]["status"] == "interrupted", interrupted["hosts"]
+    host = interrupted["hosts"][first]
+    assert host["status"] == "interrupted" and host["drained"] is True, host
+    assert f"{first} is drained mid-upgrade (step " in output, output[-3000:]
+    state = json.loads(lab.ssh(first, f"cat {STATE}").stdout)
+    assert state["status"] == "in_progress" and "drain" in state["done"], state
+    assert state["history"][-1]["step"] == "retarget", state["history"]
     assert not _ansible_of(lab), f"Ansible runs on: {_ansible_of(lab)}"
     gone = lab.ssh(first, "test -d /var/lib/gpuprov/run.lock")
     assert gone.returncode != 0, "the interrupted run gave its lock back"
