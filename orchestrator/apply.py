@@ -13,30 +13,45 @@ ansible-playbook runs in the user's directory, with gpuprov's Ansible settings l
 the user's ansible.cfg and ANSIBLE_* environment (orchestrator/ansiblecfg.py). The options
 Ansible users reach for (`AnsibleOptions`: --tags, -e, --vault-id, -K, --forks, --diff) pass
 through; with -v and more, Ansible's own output is shown at that verbosity.
+
+`provision` owns the signals during a run: SIGINT and SIGTERM go to the run's watchdog
+(orchestrator/watchdog.py, the parent of ansible-playbook), which stops Ansible's whole process
+tree, fork workers included; then the run raises `Interrupted` (exit 130, the interrupted
+report: orchestrator/interrupt.py). ansible-runner's own signal handler is never installed
+(a cancel callback is given), so it does not decide the outcome. Secrets never stay in the
+artifacts (orchestrator/secrets.py); the last KEEP_RUNS run directories are kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import shlex
+import shutil
+import signal
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import ansiblecfg, paths
+from . import ansiblecfg, paths, watchdog
 from .errors import BadInputError, HostError
 from .plandoc import write_plan_document
+from .secrets import scrub_command_file
 
 if TYPE_CHECKING:
     from .inventory import VaultOptions
 
 REPO_ROOT = paths.SOURCE_ROOT  # the checkout, or the wheel's bundle
 SITE_PLAYBOOK = paths.SITE_PLAYBOOK
-ARTIFACTS = Path("artifacts")
+ARTIFACTS = Path("artifacts")  # relative to where provision runs; --artifacts-dir, ARTIFACTS_ENV
+ARTIFACTS_ENV = "GPUPROV_ARTIFACTS_DIR"
+KEEP_ENV = "GPUPROV_ARTIFACTS_KEEP"  # how many run directories to keep (default KEEP_RUNS)
+KEEP_RUNS = 20
 # ansible-playbook's prompts (ansible-runner answers them from `passwords`)
 BECOME_PROMPT = r"^BECOME password.*:\s*?$"
 VAULT_PROMPT = r"^Vault password.*:\s*?$"
@@ -111,6 +126,7 @@ class HostApplyStats:
     rescued: int = 0  # failures a block's rescue recovered (not counted in `failed`)
     touched: bool = True  # False: the run stopped (max fail percent) before this host's batch
     converged: tuple[str, ...] = ()  # "ROLE skipped: converged, digest ..." (converged.py)
+    roles: tuple[str, ...] = ()  # the roles whose tasks ran on this host, in order
 
     @property
     def succeeded(self) -> bool:
@@ -141,6 +157,8 @@ class _Tally:
     unreachable: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
+    roles: dict[str, list[str]] = field(default_factory=dict)
+    lost: dict[str, list[str]] = field(default_factory=dict)  # unreachable: task: cause
     final: dict[str, Mapping[str, int]] = field(default_factory=dict)  # playbook_on_stats
 
     def add(self, event: Event) -> None:
@@ -157,6 +175,9 @@ class _Tally:
         if not isinstance(host, str) or not kind.startswith("runner_on_"):
             return
         self.seen.add(host)
+        role = data.get("role")
+        if isinstance(role, str) and role and role not in self.roles.setdefault(host, []):
+            self.roles[host].append(role)
         task = str(data.get("task") or "")
         res = data.get("res") or {}
         if kind == "runner_on_ok":
@@ -166,10 +187,12 @@ class _Tally:
                 if task not in tasks:
                     tasks.append(task)
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
-            msg = str(res.get("msg", "")) if isinstance(res, Mapping) else ""
+            msg = failure_message(res) if isinstance(res, Mapping) else ""
             self.failed.setdefault(host, []).append(f"{task}: {msg}".rstrip(": "))
         elif kind == "runner_on_unreachable":
             self.unreachable[host] = self.unreachable.get(host, 0) + 1
+            msg = str(res.get("msg", "")) if isinstance(res, Mapping) else ""
+            self.lost.setdefault(host, []).append(f"{task}: {unreachable_message(msg)}")
         elif kind == "runner_on_skipped":
             self.skipped[host] = self.skipped.get(host, 0) + 1
 
@@ -183,6 +206,8 @@ class _Tally:
                 unreachable = self.final.get("dark", {}).get(h, 0)
                 if failed == 0:
                     failed_tasks = ()  # every failure was rescued
+            if unreachable:
+                failed_tasks += tuple(self.lost.get(h, []))
             out[h] = HostApplyStats(
                 ok=self.ok.get(h, 0),
                 changed=len(self.changed.get(h, [])),
@@ -193,19 +218,94 @@ class _Tally:
                 failed_tasks=failed_tasks,
                 rescued=self.final.get("rescued", {}).get(h, 0),
                 touched=h in self.seen,
+                roles=tuple(self.roles.get(h, [])),
             )
         return out
 
 
-def new_run_dir(base: Path = ARTIFACTS, now: dt.datetime | None = None) -> Path:
-    """`artifacts/<UTC timestamp>/`, unique even for two runs in one second."""
+def artifacts_root(given: str | Path | None = None) -> Path:
+    """Where run directories go: --artifacts-dir, else $GPUPROV_ARTIFACTS_DIR, else
+    ./artifacts."""
+    if given:
+        return Path(given).expanduser()
+    env = os.environ.get(ARTIFACTS_ENV)
+    return Path(env).expanduser() if env else ARTIFACTS
+
+
+def _keep() -> int:
+    text = os.environ.get(KEEP_ENV, "")
+    return int(text) if text.isdigit() and int(text) > 0 else KEEP_RUNS
+
+
+def rotate(base: Path, keep: int) -> list[Path]:
+    """Remove all but the newest `keep` run directories under `base` (names are UTC
+    timestamps, so name order is age order); returns those removed."""
+    runs = sorted(
+        (d for d in base.iterdir() if d.is_dir() and d.name[:8].isdigit() and "T" in d.name),
+        key=lambda d: d.name,
+    )
+    gone = runs[: max(0, len(runs) - keep)]
+    for d in gone:
+        shutil.rmtree(d, ignore_errors=True)
+    return gone
+
+
+LAST_RUN_DIR: list[Path] = []  # this process's newest run directory (interrupt.py reads it)
+
+
+# What apt and dpkg say when another process holds their lock (apt's "Could not get lock
+# /var/lib/dpkg/lock-frontend. It is held by process N (apt-get)", dpkg's "dpkg frontend lock
+# was locked by another process")
+_DPKG_LOCKED = ("Could not get lock", "is locked by another process", "was locked by another")
+
+
+def failure_message(res: Mapping[str, Any]) -> str:
+    """A failed task's message: a loop's first failed item when Ansible says only "One or
+    more items failed", and a held package manager lock named as such."""
+    msg = str(res.get("msg", ""))
+    items = res.get("results")
+    if isinstance(items, list) and (not msg or msg.startswith("One or more items failed")):
+        failed = [i for i in items if isinstance(i, Mapping) and i.get("failed")]
+        if failed:
+            first = failed[0]
+            said = str(first.get("msg") or "") or str(first.get("stderr") or "")
+            item = first.get("item")
+            msg = f"item {item}: {said}" if item is not None else said
+    text = " ".join(str(res.get(k, "")) for k in ("stderr", "stdout")) + " " + msg
+    if any(marker in text for marker in _DPKG_LOCKED):
+        line = next(
+            (ln.strip() for ln in text.splitlines() if any(m in ln for m in _DPKG_LOCKED)), ""
+        )
+        return f"the package manager is locked by another process ({line[:200]}): {msg}"
+    return msg
+
+
+# ssh's words when the host went away under a run (a reboot, a crash, the network)
+_GONE = ("Connection refused", "Connection reset", "closed by remote host", "Broken pipe",
+         "No route to host", "Connection timed out", "timed out")  # fmt: skip
+
+
+def unreachable_message(msg: str) -> str:
+    first = msg.strip().splitlines()[0] if msg.strip() else "no answer"
+    if any(w in msg for w in _GONE):
+        return f"unreachable: {first} (the host went away mid-run: rebooting, down, or hung)"
+    return f"unreachable: {first}"
+
+
+def new_run_dir(base: Path | None = None, now: dt.datetime | None = None) -> Path:
+    """`artifacts/<UTC timestamp>/` (0700), unique even for two runs in one second; older
+    runs beyond the newest KEEP_RUNS ($GPUPROV_ARTIFACTS_KEEP) are removed."""
+    base = artifacts_root() if base is None else base
     stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
     run_dir = base / stamp
     n = 1
     while run_dir.exists():
         n += 1
         run_dir = base / f"{stamp}-{n}"
-    run_dir.mkdir(parents=True)
+    run_dir.mkdir(parents=True, mode=0o700)
+    with contextlib.suppress(OSError):
+        rotate(base, _keep())
+    LAST_RUN_DIR[:] = [run_dir.resolve()]
     return run_dir.resolve()
 
 
@@ -288,6 +388,7 @@ def run_playbook(
     cwd: Path | None = None,  # where ansible-playbook runs (its ansible.cfg); None: here
     routes: Mapping[str, str] | None = None,  # host -> ansible_ssh_common_args (connection.py)
     echo: bool | None = None,  # print Ansible's output; None: with -v (never with --json)
+    extra: Mapping[str, object] | None = None,  # gpuprov_* extra variables of the playbook
 ) -> ApplyResult:
     """Run `playbook` on `hosts` (exact names) of `inventories`, each with its `host_vars`
     (the plan) above every variable the inventories set."""
@@ -298,7 +399,9 @@ def run_playbook(
     import ansible_runner
 
     plan_file = write_plan_document(run_dir, {h: host_vars[h] for h in hosts if h in host_vars})
-    extravars: dict[str, object] = {}
+    extravars: dict[str, object] = {
+        k: v for k, v in (extra or {}).items() if k.startswith("gpuprov_")
+    }
     if serial is not None:
         extravars["gpuprov_serial"] = serial
     if max_fail_percent is not None:
@@ -326,30 +429,40 @@ def run_playbook(
     env = ansiblecfg.layered_env(os.environ, ansiblecfg.user_config(where))
     # ansible-runner starts ansible-playbook from PATH: use this environment's.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    runner = ansible_runner.run(
-        private_data_dir=str(run_dir),
-        artifact_dir=str(run_dir),
-        ident="ansible",
-        project_dir=str(where),  # relative paths in -e @file, --vault-id, ansible.cfg: as typed
-        playbook=str((playbook or SITE_PLAYBOOK).resolve()),
-        inventory=[str(Path(p).resolve()) for p in inventories]
-        + ([str(_route_overlay(run_dir, routes))] if routes else []),
-        limit=",".join(hosts),
-        cmdline=shlex.join(cmdline) or None,
-        verbosity=verbosity or None,
-        envvars=env,
-        passwords=opts.passwords() or None,
-        event_handler=handle,
-        suppress_env_files=True,
-        # -v and more: Ansible's own output, at that verbosity (always in the artifacts)
-        quiet=not (verbosity > 0 if echo is None else echo),
-    )
+    env[watchdog.PARENT_ENV] = str(os.getpid())
+    stop = _Stop()
+    try:
+        with stop.owning_signals():
+            runner = ansible_runner.run(
+                private_data_dir=str(run_dir),
+                artifact_dir=str(run_dir),
+                ident="ansible",
+                # relative paths in -e @file, --vault-id, ansible.cfg: as typed
+                project_dir=str(where),
+                # ansible-playbook under the watchdog, which stops its whole tree with the run
+                binary=str(_watchdog_script(run_dir)),
+                inventory=[str(Path(p).resolve()) for p in inventories]
+                + ([str(_route_overlay(run_dir, routes))] if routes else []),
+                limit=",".join(hosts),
+                cmdline=shlex.join([*cmdline, str((playbook or SITE_PLAYBOOK).resolve())]),
+                verbosity=verbosity or None,
+                envvars=env,
+                passwords=opts.passwords() or None,
+                event_handler=handle,
+                cancel_callback=stop.cancel,  # and so no ansible-runner signal handler
+                suppress_env_files=True,
+                # -v and more: Ansible's own output, at that verbosity (always in the artifacts)
+                quiet=not (verbosity > 0 if echo is None else echo),
+            )
+    finally:
+        scrub_command_file(run_dir / "ansible" / "command")
+    if stop.signum is not None:
+        raise Interrupted(stop.signum, run_dir)
     if runner.status not in ("successful", "failed"):
         raise HostError(
             f"ansible-playbook ended {runner.status} (rc {runner.rc})",
             fix=f"read {run_dir / 'ansible' / 'stdout'}",
         )
-    _scrub_command_file(run_dir / "ansible" / "command")
     if not tally.seen:  # a syntax error, an unknown role, no host matched
         stdout = run_dir / "ansible" / "stdout"
         tail = stdout.read_text(errors="replace")[-1500:] if stdout.exists() else ""
@@ -380,16 +493,85 @@ def _route_overlay(run_dir: Path, routes: Mapping[str, str]) -> Path:
     return overlay
 
 
-def _scrub_command_file(path: Path) -> None:
-    """ansible-runner records the whole process environment in `command`; keep only Ansible's
-    and the runner's own settings, so no unrelated secret (cloud keys, tokens) stays on disk."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    env = data.get("env") if isinstance(data, dict) else None
-    if isinstance(env, dict):
-        data["env"] = {
-            k: v for k, v in env.items() if k.startswith(("ANSIBLE_", "RUNNER_")) or k == "PATH"
-        }
-        path.write_text(json.dumps(data), encoding="utf-8")
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped a run; Ansible's process tree has ended (exit 130)."""
+
+    def __init__(self, signum: int, run_dir: Path) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum, self.run_dir = signum, run_dir
+
+
+def _watchdog_script(run_dir: Path) -> Path:
+    """ansible-runner's `binary`: ansible-playbook under orchestrator/watchdog.py."""
+    script = run_dir / "ansible-playbook"
+    command = run_dir / "ansible" / "command"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"exec {shlex.quote(sys.executable)} -m orchestrator.watchdog {shlex.quote(str(command))}"
+        ' -- ansible-playbook "$@"\n',
+        encoding="utf-8",
+    )
+    script.chmod(0o700)
+    return script
+
+
+def _watchdogs() -> list[int]:
+    """This process's children that are a run's watchdog."""
+    out = []
+    me = str(os.getpid())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text(errors="replace").rpartition(")")[2].split()
+            ours = len(stat) > 1 and stat[1] == me
+            if ours and b"orchestrator.watchdog" in (entry / "cmdline").read_bytes():
+                out.append(int(entry.name))
+        except OSError:
+            continue
+    return out
+
+
+@dataclass
+class _Stop:
+    """SIGINT/SIGTERM during a run: the watchdog is told at once (SIGTERM: it stops Ansible's
+    tree and exits); ansible-runner, polling `cancel`, is told to kill only if the watchdog
+    has not ended well after its grace time."""
+
+    signum: int | None = None
+    at: float = 0.0
+    told: bool = False
+
+    def _tell(self) -> None:
+        for pid in _watchdogs():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+                self.told = True
+
+    def handler(self, signum: int, _frame: object) -> None:
+        if self.signum is None:
+            self.signum, self.at = signum, time.monotonic()
+        self._tell()  # a second signal: the watchdog skips its grace time
+
+    def cancel(self) -> bool:
+        if self.signum is None:
+            return False
+        if not self.told:
+            self._tell()  # the signal came before the watchdog had started
+        return time.monotonic() - self.at > watchdog.GRACE_S + 20
+
+    @contextlib.contextmanager
+    def owning_signals(self) -> Any:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        for s in before:
+            signal.signal(s, self.handler)
+        try:
+            yield
+        finally:
+            for s, h in before.items():
+                signal.signal(s, h)

@@ -59,6 +59,13 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
     parser.add_argument("--report", default=d(None), metavar="PATH", help="write the JSON report")
     parser.add_argument(
+        "--artifacts-dir",
+        default=d(None),
+        metavar="DIR",
+        help="where each run's artifacts go (default $GPUPROV_ARTIFACTS_DIR, else ./artifacts; "
+        "the newest $GPUPROV_ARTIFACTS_KEEP runs, 20, are kept)",
+    )
+    parser.add_argument(
         "--junit", default=d(None), metavar="PATH", help="write JUnit XML: a testcase per check"
     )
     parser.add_argument(
@@ -381,17 +388,28 @@ def check_arguments(args: argparse.Namespace) -> None:
         )
 
 
-def _interrupted(args: argparse.Namespace) -> None:
-    """Ctrl-C: say which hosts were mid-change and leave the run's report."""
+def _interrupted(args: argparse.Namespace, signal_name: str) -> None:
+    """Ctrl-C, SIGTERM: say which hosts were mid-change and leave the run's report."""
     from .interrupt import interrupted_report
 
-    for line in interrupted_report(args):
+    for line in interrupted_report(args, signal_name):
         print(f"provision: {line}", file=sys.stderr)
+
+
+def _sigterm(_signum: int, _frame: object) -> None:
+    """SIGTERM outside a playbook run ends the run as Ctrl-C does (apply.py owns both while
+    Ansible runs)."""
+    raise KeyboardInterrupt("SIGTERM")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.started = dt.datetime.now(dt.UTC)  # the report's start: before detection, not after
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _sigterm)
     try:
         from . import timing
 
@@ -411,9 +429,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        name = str(exc) if str(exc) in ("SIGINT", "SIGTERM") else "SIGINT"
         with contextlib.suppress(Exception):
-            _interrupted(args)
+            _interrupted(args, name)
         return EXIT_INTERRUPTED
 
 

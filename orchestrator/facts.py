@@ -236,6 +236,7 @@ class UpgradeState:
     status: str  # in_progress | failed | done
     failed_step: str
     done: tuple[str, ...]
+    since: str = ""  # when the drain completed (its history entry), "" when unknown
 
     @property
     def drained(self) -> bool:

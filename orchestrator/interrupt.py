@@ -1,8 +1,11 @@
-"""Ctrl-C during a run: name the hosts that were mid-change, and leave the run's report.
+"""Ctrl-C or SIGTERM during a run: name the hosts that were mid-change, and leave the report.
 
 The report of an interrupted run (docs/report-schema.md, `interrupted: true`) records each
-host as the live progress last saw it; it goes to `--report PATH` when given, and into the
-run's artifact directory (`artifacts/<run>/report.json`) beside Ansible's own events.
+host as the live progress last saw it, and, for a host inside a driver upgrade, the upgrade's
+step and whether the run left it drained (from the run's job events: the step files of
+roles/driver_upgrade the host's tasks came from); it goes to `--report PATH` when given, and
+into the run's artifact directory (`artifacts/<run>/report.json`) beside Ansible's own events.
+By then Ansible's process tree has ended (orchestrator/watchdog.py).
 """
 
 from __future__ import annotations
@@ -10,22 +13,63 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from .progress import last_run
 
-ARTIFACTS = Path("artifacts")
+_STEP_FILE = re.compile(r"/driver_upgrade/tasks/step-([a-z-]+)\.yml:")
+# the upgrade's steps after the drain and before the undrain (roles/driver_upgrade/vars)
+_DRAINED_STEPS = (
+    "wait-jobs", "stop-clients", "install", "start-clients", "refresh-runtime", "validate",
+)  # fmt: skip
 
 
-def _run_dir(started: dt.datetime | None) -> Path | None:
-    """The artifact directory this run made (the newest one, not older than the run)."""
-    if not ARTIFACTS.is_dir():
-        return None
-    dirs = [d for d in ARTIFACTS.iterdir() if d.is_dir()]
-    if started is not None:
-        since = started.timestamp() - 1
-        dirs = [d for d in dirs if d.stat().st_mtime >= since]
-    return max(dirs, key=lambda d: d.stat().st_mtime).resolve() if dirs else None
+# host -> "drained by an unfinished upgrade to X since T": what detection found before the
+# run (orchestrator/pipeline.py sets it): a resumed upgrade's drain happened in an earlier run
+DRAINED_AT_START: dict[str, str] = {}
+
+
+def _run_dir() -> Path | None:
+    """The artifact directory this run made (orchestrator/apply.py remembers it)."""
+    from .apply import LAST_RUN_DIR
+
+    return LAST_RUN_DIR[-1] if LAST_RUN_DIR else None
+
+
+@dataclass(frozen=True)
+class UpgradeSeen:
+    """What a run's events say of one host's driver upgrade."""
+
+    step: str  # the last upgrade step a task of this host came from ("" outside the role)
+    drained: bool  # the drain step completed and the undrain did not
+
+
+def upgrade_steps(run_dir: Path) -> dict[str, UpgradeSeen]:
+    """host -> the driver upgrade step its tasks reached, from ansible-runner's job events."""
+    events = []
+    for path in (run_dir / "ansible" / "job_events").glob("*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            events.append(json.loads(path.read_text(encoding="utf-8")))
+    events.sort(key=lambda e: int(e.get("counter", 0)) if isinstance(e, Mapping) else 0)
+    step: dict[str, str] = {}
+    drained: dict[str, bool] = {}
+    for event in events:
+        data = event.get("event_data") or {}
+        host, where = data.get("host"), str(data.get("task_path") or "")
+        found = _STEP_FILE.search(where)
+        if not isinstance(host, str) or found is None:
+            continue
+        name, kind = found.group(1), str(event.get("event", ""))
+        step[host] = name
+        if name in _DRAINED_STEPS or (name == "drain" and kind == "runner_on_ok"):
+            drained[host] = True
+        if name == "undrain" and kind == "runner_on_ok":
+            drained[host] = False
+    return {h: UpgradeSeen(s, drained.get(h, False)) for h, s in step.items()}
 
 
 def interrupted_document(
@@ -34,6 +78,8 @@ def interrupted_document(
     hosts: dict[str, str],
     targets: tuple[str, ...],
     artifact_dir: Path | None,
+    upgrades: Mapping[str, UpgradeSeen] | None = None,
+    signal_name: str = "SIGINT",
 ) -> dict[str, object]:
     from .report import GPUPROV_VERSION, REPORT_SCHEMA, SCHEMA_VERSION
 
@@ -44,18 +90,28 @@ def interrupted_document(
         "gpuprov_version": GPUPROV_VERSION,
         "command": command,
         "interrupted": True,
+        "signal": signal_name,
         "started": started.isoformat(timespec="seconds") if started else None,
         "finished": finished.isoformat(timespec="seconds"),
         "artifact_dir": str(artifact_dir) if artifact_dir else None,
         "exit_code": 130,
-        "hosts": {
-            h: {"status": "interrupted" if h in hosts else "not_touched", "at": hosts.get(h)}
-            for h in targets
-        },
+        "hosts": {h: _host(h, hosts, upgrades or {}) for h in targets},
     }
 
 
-def interrupted_report(args: argparse.Namespace) -> list[str]:
+def _host(h: str, hosts: Mapping[str, str], upgrades: Mapping[str, UpgradeSeen]) -> object:
+    out: dict[str, object] = {
+        "status": "interrupted" if h in hosts else "not_touched",
+        "at": hosts.get(h),
+    }
+    seen = upgrades.get(h)
+    if seen is not None:
+        out["upgrade_step"] = seen.step
+        out["drained"] = seen.drained
+    return out
+
+
+def interrupted_report(args: argparse.Namespace, signal_name: str = "SIGINT") -> list[str]:
     """What to tell the user; writes the report where it can."""
     from .report import write_document
 
@@ -75,8 +131,20 @@ def interrupted_report(args: argparse.Namespace) -> list[str]:
             )
         else:
             lines.append("interrupted; no host had changed yet")
-    run_dir = _run_dir(started) if progress is not None else None
-    doc = interrupted_document(args.stage or "all", started, hosts, targets, run_dir)
+    run_dir = _run_dir() if progress is not None else None
+    upgrades = upgrade_steps(run_dir) if run_dir is not None else {}
+    for h in targets:
+        if h in DRAINED_AT_START and not (h in upgrades and upgrades[h].step == "undrain"):
+            upgrades[h] = UpgradeSeen(upgrades[h].step if h in upgrades else "", True)
+    for h, seen in sorted(upgrades.items()):
+        if seen.drained:
+            lines.append(
+                f"{h} is drained mid-upgrade (step {seen.step or 'not started'}): run "
+                "`provision apply` again to finish the upgrade and undrain it"
+            )
+    doc = interrupted_document(
+        args.stage or "all", started, hosts, targets, run_dir, upgrades, signal_name
+    )
     written = []
     for path in (getattr(args, "report", None), run_dir / "report.json" if run_dir else None):
         if path:

@@ -16,6 +16,7 @@ import datetime as dt
 import functools
 import importlib
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -65,6 +66,7 @@ class StageOptions:
     full: bool = False
     runtime: str | None = None  # validate --runtime
     image: str | None = None  # validate --image
+    artifacts_dir: str | None = None  # --artifacts-dir (or $GPUPROV_ARTIFACTS_DIR)
     ansible_args: Mapping[str, Any] = field(default_factory=dict)  # -e, --tags, vault, -K...
 
     @classmethod
@@ -258,11 +260,26 @@ def _verify_hosts(
             vault=fleet.vault,
         )
     return {
-        h: rep.StageResult("done", tuple(run.results.get(h, ())))
+        h: _lost(run.results[h]) or rep.StageResult("done", tuple(run.results[h]))
         if h in run.results
         else rep.StageResult("error", note="the suite reported nothing for this host" + asked)
         for h in hosts
     }
+
+
+_SSH_LOST = re.compile(r"exit_status=255, .*_stderr=b['\"](ssh: [^'\"\\]*)")
+
+
+def _lost(results: Sequence[Any]) -> rep.StageResult | None:
+    """A host the suite could not reach: one line (ssh's own words), not one failed check
+    per test with testinfra's traceback (issue 27)."""
+    failed = [r for r in results if r.status == "fail"]
+    said = [_SSH_LOST.search(r.diagnosis) for r in failed]
+    if not failed or not all(said):
+        return None
+    first = said[0]
+    assert first is not None
+    return rep.StageResult("error", note=f"unreachable during verification: {first.group(1)}")
 
 
 # --- shared steps ----------------------------------------------------------------------
@@ -438,11 +455,10 @@ def _apply(opts: StageOptions, console: Console) -> _Applied:
     if not targets:
         return _Applied(fleet, detected, policies, plans, None)
     max_unavailable = opts.max_unavailable
-    serial = rollout.batch_size(
-        opts.serial, max_unavailable, targets, detected.facts, len(fleet.hosts)
-    )
+    budget_facts, fleet_size = _budget_facts(opts, fleet, detected, console)
+    serial = rollout.batch_size(opts.serial, max_unavailable, targets, budget_facts, fleet_size)
     if max_unavailable is not None:
-        away = rollout.drained_elsewhere(detected.facts, targets)
+        away = rollout.drained_elsewhere(budget_facts, targets)
         console.print(
             f"rollout: batches of {serial} host(s) (--serial {opts.serial or 'all'}, "
             f"--max-unavailable {max_unavailable}"
@@ -450,7 +466,7 @@ def _apply(opts: StageOptions, console: Console) -> _Applied:
             + ")",
             highlight=False,
         )
-    run_dir = apply_mod.new_run_dir()
+    run_dir = apply_mod.new_run_dir(apply_mod.artifacts_root(opts.artifacts_dir))
     assert fleet.inventory_path is not None
     from . import converged
     from .progress import ApplyProgress
@@ -467,25 +483,68 @@ def _apply(opts: StageOptions, console: Console) -> _Applied:
             trusted=not options.extra_vars,
         )
         if not skips.run:  # every role of every host converged: no playbook at all
-            result = skips.result(run_dir, opts.check, None)
+            result = rollout.still_drained(skips.result(run_dir, opts.check, None), detected.facts)
     if not skips.run:
         return _Applied(fleet, detected, policies, plans, result)
-    with ApplyProgress(console, tuple(skips.run)) as progress:
-        result = apply_mod.run_playbook(
-            inventories=[fleet.inventory_path],
-            hosts=skips.run,
-            host_vars=skips.host_vars,
-            run_dir=run_dir,
-            check=opts.check,
-            serial=serial,
-            max_fail_percent=opts.max_fail_percent,
-            verbosity=opts.verbose,
-            on_event=progress,
-            options=options,
-            routes=_routes(fleet, skips.run),
-            echo=opts.verbose > 0 and not opts.json,  # stdout carries the JSON report
-        )
-    return _Applied(fleet, detected, policies, plans, skips.result(run_dir, opts.check, result))
+    from . import hostlock
+
+    reach: dict[str, Any] = {
+        "inventories": [fleet.inventory_path],
+        "routes": _routes(fleet, skips.run),
+    }
+    owner = hostlock.owner_of(run_dir)
+    from . import interrupt
+
+    interrupt.DRAINED_AT_START.clear()  # what an interrupted report says of resumed upgrades
+    interrupt.DRAINED_AT_START.update(
+        {
+            h: rollout.drained_message(f.upgrade)
+            for h, f in detected.facts.items()
+            if h in skips.run and f.upgrade is not None and f.upgrade.drained
+        }
+    )
+    try:
+        with ApplyProgress(console, tuple(skips.run)) as progress:
+            result = apply_mod.run_playbook(
+                hosts=skips.run,
+                host_vars=skips.host_vars,
+                run_dir=run_dir,
+                check=opts.check,
+                serial=serial,
+                max_fail_percent=opts.max_fail_percent,
+                verbosity=opts.verbose,
+                on_event=progress,
+                options=options,
+                echo=opts.verbose > 0 and not opts.json,  # stdout carries the JSON report
+                extra=None if opts.check else hostlock.lock_vars(owner),  # one run per host
+                **reach,
+            )
+    finally:  # hosts that did not reach the end of the playbook still hold this run's lock
+        hostlock.release(owner, hostlock.unreleased(run_dir), run_dir, options, **reach)
+    done = rollout.still_drained(skips.result(run_dir, opts.check, result), detected.facts)
+    return _Applied(fleet, detected, policies, plans, done)
+
+
+def _budget_facts(
+    opts: StageOptions, fleet: Fleet, detected: Detected, console: Console
+) -> tuple[Mapping[str, HostFacts], int]:
+    """The facts --max-unavailable counts over, and the fleet's size: with --limit, the rest
+    of the inventory is detected too, so a host drained outside the limit still counts."""
+    if opts.max_unavailable is None or not opts.limit:
+        return detected.facts, len(fleet.hosts)
+    whole = _load_inventory(opts.inventory, None, opts)
+    outside = [h for h in whole.hosts if h not in fleet.hostvars]
+    if not outside:
+        return detected.facts, len(whole.hosts)
+    console.print(
+        f"rollout: reading the upgrade state of {len(outside)} host(s) outside --limit "
+        "(--max-unavailable counts the whole inventory)",
+        highlight=False,
+    )
+    rest = _detect(replace(whole, hostvars={h: whole.hostvars[h] for h in outside}), console)
+    for host, why in sorted(rest.errors.items()):
+        console.print(f"[yellow]warning[/] {escape(host)}: upgrade state unknown: {escape(why)}")
+    return {**rest.facts, **detected.facts}, len(whole.hosts)
 
 
 def run_apply(opts: StageOptions) -> int:
@@ -574,7 +633,7 @@ def run_verify(opts: StageOptions) -> int:
     fleet, detected = _detect_fleet(opts, console)
     policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     hosts = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
-    run_dir = apply_mod.new_run_dir() if hosts else None
+    run_dir = apply_mod.new_run_dir(apply_mod.artifacts_root(opts.artifacts_dir)) if hosts else None
     verification = _verify_hosts(fleet, hosts, plans, policies, run_dir) if run_dir else {}
     reports = rep.host_reports(
         fleet.hosts,

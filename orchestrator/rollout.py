@@ -3,16 +3,26 @@
 `--serial` is the batch size Ansible rolls through; `--max-unavailable` caps the hosts out of
 service at any time, counting those an unfinished driver upgrade left drained (their state
 file, found by detection) that this run does not take up again. As the GPU Operator's upgrade
-controller does: batch = min(serial, max unavailable - already unavailable).
+controller does: batch = min(serial, max unavailable - already unavailable). Hosts outside
+`--limit` count too: with --max-unavailable, the pipeline detects the rest of the inventory.
+
+An unfinished upgrade is never left in silence: `still_drained` fails, with "drained by an
+unfinished upgrade to X since T", each host detection found drained that this run did not take
+up (the driver_upgrade role did not run on it: --tags, a rollout stopped before it...).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from .errors import BadInputError
-from .facts import HostFacts
+from .facts import HostFacts, UpgradeState
+
+if TYPE_CHECKING:
+    from .apply import ApplyResult
 
 
 def count(value: str, total: int, option: str) -> int:
@@ -65,3 +75,46 @@ def batch_size(
         )
     size = count(serial, len(targets), "--serial") if serial else len(targets)
     return str(min(size, budget))
+
+
+def drained_message(state: UpgradeState) -> str:
+    return (
+        f"drained by an unfinished upgrade to {state.target} since "
+        f"{state.since or 'an unknown time'}"
+    )
+
+
+def still_drained(result: ApplyResult, facts: Mapping[str, HostFacts]) -> ApplyResult:
+    """The run's result, with each host an unfinished upgrade had drained (at detection) that
+    the run did not take up failed, and said so."""
+    from .interrupt import upgrade_steps
+
+    hosts = dict(result.hosts)
+    seen = upgrade_steps(result.artifact_dir) if result.artifact_dir.is_dir() else {}
+    for host, stats in result.hosts.items():
+        state = facts[host].upgrade if host in facts else None
+        now = seen.get(host)
+        if not stats.succeeded and now is not None and now.drained:
+            # this run drained it, then lost it (unreachable: a reboot) or failed on it
+            note = (
+                f"drained mid-upgrade by this run (step {now.step}); "
+                f"`provision apply --limit {host}` resumes it"
+            )
+            hosts[host] = replace(stats, failed_tasks=(*stats.failed_tasks, note))
+            continue
+        if state is None or not state.drained:
+            continue
+        if stats.succeeded and "driver_upgrade" in stats.roles:
+            continue  # the role finished it (it always does, or fails the host)
+        why = "the driver_upgrade role did not run on it"
+        if not stats.touched:
+            why = "the rollout stopped before this host"
+        elif not stats.succeeded:
+            why = "this run failed on it"
+        message = f"{drained_message(state)}: {why}; `provision apply --limit {host}` finishes it"
+        hosts[host] = replace(
+            stats,
+            failed=stats.failed + (1 if stats.succeeded else 0),
+            failed_tasks=(*stats.failed_tasks, message),
+        )
+    return replace(result, hosts=hosts)

@@ -29,7 +29,7 @@ a=(tests/lab/test_bastion_lab.py tests/lab/test_become_lab.py tests/lab/test_det
   tests/lab/test_validate_lab.py tests/lab/test_verify_lab.py tests/lab/test_wheel_lab.py
   tests/lab/test_without_provision_lab.py tests/lab/test_rerun_lab.py)
 # Group b: tests that bring up labs of their own.
-b=(tests/lab/test_aptrepo_replay_lab.py tests/lab/test_kernel_updates_lab.py
+b=(tests/lab/test_aptrepo_replay_lab.py tests/lab/test_faults_lab.py tests/lab/test_kernel_updates_lab.py
   tests/lab/test_lab_engine.py tests/lab/test_nvlink5_lab.py tests/lab/test_role_dnf.py
   tests/lab/test_role_mig.py tests/lab/test_role_nvidia_driver_ubuntu.py
   tests/lab/test_upgrade_lab.py)

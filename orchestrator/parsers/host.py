@@ -94,11 +94,18 @@ def _upgrade_state(text: str) -> UpgradeState | None:
     if not isinstance(data, dict):
         raise ParseError(names.UPGRADE_STATE, "not a JSON object")
     done = data.get("done", [])
+    history = data.get("history", [])
+    drains = [
+        str(h.get("at", ""))
+        for h in (history if isinstance(history, list) else [])
+        if isinstance(h, dict) and h.get("step") == "drain"
+    ]
     return UpgradeState(
         target=str(data.get("target", "")),
         status=str(data.get("status", "")),
         failed_step=str(data.get("failed_step", "")),
         done=tuple(str(d) for d in done) if isinstance(done, list) else (),
+        since=drains[-1] if drains else "",
     )
 
 

@@ -18,7 +18,12 @@ module), re-validated (Fabric State gate), undrain hook. Scenarios, in order:
 3. With the fault cleared, a rerun resumes at the validation again, passes, runs the undrain
    hook, and `provision verify` passes at the new version; the old suffixed fabric manager
    is gone and not held, the new one is held.
-4. The policy moves to 595.91.07, across the pinning scheme: nvidia-driver-pinning-595 is
+4. The policy moves to 595.91.07 and the operator presses Ctrl-C while the upgrade waits
+   for a GPU job, after the drain: exit 130, the interrupted report names the host, drained,
+   at its step, and no Ansible process is left (issue 27).
+5. The pin is backed out (580.159.04 again): the rerun finishes the abandoned upgrade toward
+   the current target and undrains the host, instead of leaving it drained, reported ok.
+6. The policy moves to 595.91.07, across the pinning scheme: nvidia-driver-pinning-595 is
    installed before the driver, and everything installed is held.
 
 The first host runs a MIG layout (policy `mig_layout`) from its first converge. Reloading the
@@ -325,17 +330,92 @@ def test_the_fabric_manager_crossed_the_rename_in_lockstep_and_held(
     assert record["version"] == NEW and set(record["held"]) <= held
 
 
+def _pin(lab: RunningLab, old: Node, version: str) -> None:
+    (lab.inventory.parent / "group_vars" / "gpu_nodes.yml").write_text(
+        "---\n" + yaml.safe_dump({"nvidia_driver_version": version})
+    )
+    # The first host's own policy pins the version too (host_vars outrank group_vars).
+    (lab.inventory.parent / "host_vars" / f"{old.name}.yml").write_text(
+        "---\n" + yaml.safe_dump({**FIRST_POLICY, "nvidia_driver_version": version})
+    )
+
+
+def _ansible_of(lab: RunningLab) -> list[str]:
+    done = subprocess.run(
+        ["pgrep", "-af", f"ansible-playbook.*{lab.inventory}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return [ln for ln in done.stdout.splitlines() if "pgrep" not in ln]
+
+
+def test_ctrl_c_after_the_drain_names_the_drained_host_and_stops_ansible(
+    upgrade: tuple[RunningLab, Node, Node, Path],
+) -> None:
+    lab, old, _, work = upgrade
+    _pin(lab, old, PINNED)
+    # a GPU job keeps the upgrade waiting (wait-jobs) after the drain
+    old.sh("setsid gpusim job 600 --gpu 1 --name train.py >/dev/null 2>&1 < /dev/null &")
+    report = work / "ctrl-c.json"
+    proc = subprocess.Popen(
+        provision_cmd(lab, report, "apply", "--serial", "1", "--limit", old.name),
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 1800
+        while old.state().get("target") != f"{PINNED} {FLAVOUR}" or "drain" not in old.state().get(
+            "done", []
+        ):
+            assert proc.poll() is None, "provision ended before the drain"
+            assert time.monotonic() < deadline, "the upgrade never drained the host"
+            time.sleep(3)
+        time.sleep(5)  # waiting for the GPU job now
+        proc.send_signal(signal.SIGINT)  # the operator's Ctrl-C (provision's own group)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        old.sh("pkill -f 'gpusim [j]ob' || true")
+    assert proc.returncode == 130, output[-4000:]
+    assert not _ansible_of(lab), f"Ansible runs on: {_ansible_of(lab)}"
+    data = json.loads(report.read_text())
+    assert data["interrupted"] is True and data["exit_code"] == 130
+    host = data["hosts"][old.name]
+    assert host["status"] == "interrupted" and host["drained"] is True, host
+    assert host["upgrade_step"] == "wait-jobs", host
+    assert f"{old.name} is drained mid-upgrade (step wait-jobs)" in output, output[-3000:]
+    state = old.state()
+    assert state["status"] == "in_progress" and "drain" in state["done"], state
+    assert old.hooks()[-1] == "drain"
+
+
+def test_a_backed_out_pin_finishes_the_abandoned_upgrade(
+    upgrade: tuple[RunningLab, Node, Node, Path],
+) -> None:
+    lab, old, _, work = upgrade
+    _pin(lab, old, NEW)  # the operator backs the 595 pin out
+    report = provision(lab, work / "backed-out.json", "apply", "--serial", "1", "--limit", old.name)
+    assert report["exit_code"] == 0, report["_output"][-4000:]
+    state = old.state()
+    assert state["target"] == f"{NEW} {FLAVOUR}", state
+    assert state["status"] == "done" and state["done"][-1] == "undrain", state
+    assert any(h["step"] == "retarget" for h in state["history"]), state["history"]
+    assert old.hooks()[-2:] == ["drain", "undrain"], "undrained, not left drained"
+    assert f" {NEW} " in old.loaded(), old.loaded()
+
+
 def test_upgrade_across_the_pinning_scheme(
     upgrade: tuple[RunningLab, Node, Node, Path],
 ) -> None:
     lab, old, _, work = upgrade
-    (lab.inventory.parent / "group_vars" / "gpu_nodes.yml").write_text(
-        "---\n" + yaml.safe_dump({"nvidia_driver_version": PINNED})
-    )
-    # The first host's own policy pins the version too (host_vars outrank group_vars).
-    (lab.inventory.parent / "host_vars" / f"{old.name}.yml").write_text(
-        "---\n" + yaml.safe_dump({**FIRST_POLICY, "nvidia_driver_version": PINNED})
-    )
+    _pin(lab, old, PINNED)
     report = provision(lab, work / "pinned.json", "apply", "--serial", "1", "--limit", old.name)
     assert report["exit_code"] == 0, report["_output"][-4000:]
     state = old.state()

@@ -263,3 +263,14 @@ def test_v_shows_ansibles_own_output_unless_stdout_carries_json(
         assert "TASK [Record what the run was given]" in printed
     else:
         assert "TASK [" not in printed
+
+
+def test_a_hung_host_or_task_cannot_stall_a_run() -> None:
+    """Issue 27: SSH keepalives (a host that stops answering fails after 15 s x 4) and a
+    task deadline, from gpuprov's ansible.cfg, when the user sets neither."""
+    from orchestrator.ansiblecfg import layered_env
+
+    env = layered_env({}, None)
+    assert env["ANSIBLE_TASK_TIMEOUT"] == "7200"
+    args = env["ANSIBLE_SSH_ARGS"].split()
+    assert "ServerAliveInterval=15" in args and "ServerAliveCountMax=4" in args

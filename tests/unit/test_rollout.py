@@ -74,3 +74,58 @@ def test_hosts_left_drained_elsewhere_use_up_the_budget() -> None:
     assert "stuck stays drained" in str(info.value)
     # Resuming the drained host itself: it is a target, so it does not count against the rest.
     assert batch_size("2", "1", ["stuck"], facts, 4) == "1"
+
+
+# --- issue 27: an unfinished upgrade is never left in silence ----------------------------
+
+
+def _result(stats: dict[str, object], check: bool = False) -> object:
+    from orchestrator.apply import ApplyResult
+
+    return ApplyResult(
+        hosts=stats,  # type: ignore[arg-type]
+        status="successful",
+        rc=0,
+        artifact_dir=Path("/nonexistent"),
+        check_mode=check,
+    )
+
+
+def _drained_at(host: str) -> HostFacts:
+    raw = real_raw()
+    state = {
+        "target": "595.91.07 open",
+        "status": "in_progress",
+        "done": ["preflight", "drain"],
+        "failed_step": "",
+        "history": [{"step": "drain", "result": "done", "at": "2026-12-01T17:00:05Z"}],
+    }
+    raw["gpuprov-upgrade.txt"] = json.dumps(state) + "\n# exit=0\n"
+    return parse_host(host, raw)
+
+
+def test_a_drained_host_the_run_did_not_take_up_fails_loudly() -> None:
+    from orchestrator.apply import HostApplyStats
+    from orchestrator.rollout import still_drained
+
+    facts = {"n1": _drained_at("n1"), "n2": _drained_at("n2"), "n3": parse_host("n3", real_raw())}
+    assert facts["n1"].upgrade is not None and facts["n1"].upgrade.since == "2026-12-01T17:00:05Z"
+    ran = HostApplyStats(ok=10, roles=("nvidia_driver", "driver_upgrade", "docker"))
+    tags_only = HostApplyStats(ok=3, roles=("docker",))  # e.g. --tags docker
+    result = still_drained(
+        _result({"n1": ran, "n2": tags_only, "n3": tags_only}),  # type: ignore[arg-type]
+        facts,
+    )
+    assert result.hosts["n1"].succeeded  # the role took it up: finished, or failed by itself
+    assert result.hosts["n3"].succeeded  # never drained
+    n2 = result.hosts["n2"]
+    assert not n2.succeeded
+    assert n2.failed_tasks[-1].startswith(
+        "drained by an unfinished upgrade to 595.91.07 open since 2026-12-01T17:00:05Z"
+    ), n2.failed_tasks
+
+
+def test_the_budget_counts_a_drained_host_outside_the_targets() -> None:
+    facts = {"n1": parse_host("n1", real_raw()), "n2": _drained_at("n2")}
+    with pytest.raises(BadInputError, match="used up: n2 stays drained"):
+        batch_size(None, "1", ["n1"], facts, 2)

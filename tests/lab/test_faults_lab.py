@@ -1,0 +1,261 @@
+"""Faults during real runs (issue 27), on one small lab of its own: two Debian 12 p5 hosts,
+never converged (every run here is stopped early, or refused before any change).
+
+1. --max-unavailable counts a host drained outside --limit: the second host carries the state
+   file an upgrade interrupted after its drain leaves (written here, as roles/driver_upgrade
+   writes it: a simulated interruption, the real one is tests/lab/test_upgrade_lab.py's), and
+   `apply --limit first --max-unavailable 1` is refused (exit 2) before any change.
+2. SIGKILL of `provision` mid-apply: no ansible-playbook of the run is left within seconds
+   (the watchdog, orchestrator/watchdog.py), and the host stops changing (dpkg's log).
+3. A host that stops answering mid-apply (`docker pause`): the run ends within the SSH
+   keepalive's bound (ServerAliveInterval 15 x 4, ansible.cfg), the host reported
+   unreachable, instead of stalling forever.
+4. Two `provision apply` on one host, drained by an upgrade interrupted earlier (its state
+   file, written here) toward another target: the first takes the upgrade up toward the
+   current target; the second is refused for the host ("run lock held by <run> since T",
+   exit 1) while the first runs; Ctrl-C of the first: exit 130, the interrupted report naming
+   the host drained and its step, no Ansible process left, and its lock given back.
+
+Duration on the shared 2-core machine: about 8 min (lab up ~10 s, then runs that are each
+stopped within ~2 min).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.lab import engine, hosts
+from orchestrator.lab.running import RunningLab, attach
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+STATE = "/var/lib/gpuprov/upgrade.json"
+DRAINED = {  # as roles/driver_upgrade/tasks/record.yml writes it after the drain step
+    "target": "595.91.07 open",
+    "from": "580.159.04 open",
+    "done": ["preflight", "drain"],
+    "stopped_services": [],
+    "status": "in_progress",
+    "failed_step": "",
+    "history": [
+        {"step": "preflight", "result": "done", "at": "2026-12-01T17:00:00Z"},
+        {"step": "drain", "result": "done", "at": "2026-12-01T17:00:05Z"},
+    ],
+}
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def _cmd(lab: RunningLab, report: Path, *args: str) -> list[str]:
+    return [str(BIN / "provision"), "-i", str(lab.inventory), "--report", str(report), *args]
+
+
+def _ansible_of(lab: RunningLab) -> list[str]:
+    """ansible-playbook processes of a run on this lab (its inventory on their command line)."""
+    done = subprocess.run(
+        ["pgrep", "-af", f"ansible-playbook.*{lab.inventory}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return [ln for ln in done.stdout.splitlines() if "pgrep" not in ln]
+
+
+def _container(lab: RunningLab, host: str) -> str:
+    found = [
+        c.name
+        for c in engine.containers({hosts.LAB_LABEL: lab.name})
+        if hosts.to_lab_host(c).name == host
+    ]
+    assert found, f"no container for {host}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def lab(scratch_lab_name: Any) -> Iterator[RunningLab]:
+    name = scratch_lab_name("faults")
+    hosts.down(name)
+    hosts.up(name, "p5.48xlarge", 2, "debian12", say=lambda _: None)
+    try:
+        yield attach(name, "p5.48xlarge")
+    finally:
+        hosts.down(name)
+
+
+def _in_apply(proc: subprocess.Popen[str], lab: RunningLab, timeout: float = 600) -> None:
+    """Wait until ansible-playbook runs tasks on the lab."""
+    deadline = time.monotonic() + timeout
+    while not _ansible_of(lab):
+        assert proc.poll() is None, "provision ended before Ansible started"
+        assert time.monotonic() < deadline, "Ansible never started"
+        time.sleep(1)
+    time.sleep(20)  # gathering facts, the first tasks
+
+
+def test_max_unavailable_counts_a_host_drained_outside_the_limit(
+    lab: RunningLab, tmp_path: Path
+) -> None:
+    first, second = lab.hosts
+    put = lab.ssh(second, f"mkdir -p /var/lib/gpuprov && echo '{json.dumps(DRAINED)}' > {STATE}")
+    assert put.returncode == 0, put.stderr
+    try:
+        done = subprocess.run(
+            _cmd(lab, tmp_path / "r.json", "apply", "--limit", first, "--max-unavailable", "1"),
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+    finally:
+        lab.ssh(second, f"rm -f {STATE}")
+    said = done.stdout + done.stderr
+    assert done.returncode == 2, said[-3000:]
+    assert "--max-unavailable 1 is used up" in said and second in said, said[-3000:]
+    assert not (tmp_path / "artifacts").exists(), "no playbook ran"
+
+
+def test_sigkill_of_provision_stops_ansible_and_the_host_stops_changing(
+    lab: RunningLab, tmp_path: Path
+) -> None:
+    first = lab.hosts[0]
+    proc = subprocess.Popen(
+        _cmd(lab, tmp_path / "r.json", "apply", "--limit", first),
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _in_apply(proc, lab)
+    finally:
+        proc.kill()  # SIGKILL: provision cannot clean up; only the watchdog can
+        proc.wait()
+    killed = time.monotonic()
+    while _ansible_of(lab):
+        assert time.monotonic() - killed < 30, f"Ansible runs on: {_ansible_of(lab)}"
+        time.sleep(0.5)
+    took = time.monotonic() - killed
+    # what was running on the host finishes by itself (a command Ansible started there);
+    # then nothing new starts: dpkg's log stands still
+    time.sleep(30)
+    before = lab.ssh(first, "wc -l < /var/log/dpkg.log 2>/dev/null || echo 0").stdout
+    time.sleep(30)
+    after = lab.ssh(first, "wc -l < /var/log/dpkg.log 2>/dev/null || echo 0").stdout
+    assert before == after, "the host went on changing after provision was killed"
+    print(f"ansible-playbook gone {took:.1f} s after SIGKILL of provision")
+
+
+def test_a_host_that_stops_answering_ends_the_run_in_bounded_time(
+    lab: RunningLab, tmp_path: Path
+) -> None:
+    second = lab.hosts[1]
+    proc = subprocess.Popen(
+        _cmd(lab, tmp_path / "r.json", "apply", "--limit", second),
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    container = _container(lab, second)
+    try:
+        _in_apply(proc, lab)
+        for _attempt in range(10):  # the freezer can refuse while a process is in I/O
+            paused = subprocess.run(
+                ["docker", "pause", container], capture_output=True, check=False
+            )
+            if paused.returncode == 0:
+                break
+            time.sleep(1)
+        assert paused.returncode == 0, paused.stderr
+        paused = time.monotonic()
+        output, _ = proc.communicate(timeout=600)
+        took = time.monotonic() - paused
+    finally:
+        subprocess.run(["docker", "unpause", container], capture_output=True, check=False)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 1, output[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["hosts"][second]["status"] == "unreachable", report["hosts"][second]
+    # 15 s x 4 keepalives, plus the task in flight and Ansible's own teardown
+    assert took < 300, f"the run took {took:.0f} s after the host stopped answering"
+    print(f"the run ended {took:.0f} s after the host stopped answering")
+
+
+def test_a_second_apply_is_refused_by_the_host_lock_and_ctrl_c_stops_the_first(
+    lab: RunningLab, tmp_path: Path
+) -> None:
+    first = lab.hosts[0]
+    # the host is drained by an upgrade to 595.91.07 interrupted earlier (the state file as
+    # the role writes it): this run takes it up toward the current target (retarget)
+    put = lab.ssh(first, f"mkdir -p /var/lib/gpuprov && echo '{json.dumps(DRAINED)}' > {STATE}")
+    assert put.returncode == 0, put.stderr
+    proc = subprocess.Popen(
+        _cmd(lab, tmp_path / "first.json", "apply", "--limit", first),
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while lab.ssh(first, "test -d /var/lib/gpuprov/run.lock").returncode != 0:
+            assert proc.poll() is None, "the first run ended before it took the lock"
+            assert time.monotonic() < deadline, "the first run never took the lock"
+            time.sleep(2)
+        second = subprocess.run(
+            _cmd(lab, tmp_path / "second.json", "apply", "--limit", first),
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        assert proc.poll() is None, "the first run still runs"
+        proc.send_signal(signal.SIGINT)  # the operator's Ctrl-C
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    said = second.stdout + second.stderr
+    assert second.returncode == 1, said[-3000:]
+    report = json.loads((tmp_path / "second.json").read_text())
+    failed = report["hosts"][first]["apply"]["failed_tasks"]
+    assert any("run lock held by" in t and " since " in t for t in failed), failed
+    assert proc.returncode == 130, output[-3000:]
+    interrupted = json.loads((tmp_path / "first.json").read_text())
+    assert interrupted["interrupted"] is True
+    host = interrupted["hosts"][first]
+    assert host["status"] == "interrupted" and host["drained"] is True, host
+    assert f"{first} is drained mid-upgrade (step " in output, output[-3000:]
+    state = json.loads(lab.ssh(first, f"cat {STATE}").stdout)
+    assert state["status"] == "in_progress" and "drain" in state["done"], state
+    assert state["history"][-1]["step"] == "retarget", state["history"]
+    assert not _ansible_of(lab), f"Ansible runs on: {_ansible_of(lab)}"
+    gone = lab.ssh(first, "test -d /var/lib/gpuprov/run.lock")
+    assert gone.returncode != 0, "the interrupted run gave its lock back"
