@@ -260,6 +260,9 @@ class HostFacts:
     upgrade: UpgradeState | None = None  # a driver upgrade recorded on the host, if any
     arch: str = ""  # `uname -m`: "x86_64", "aarch64"; "" when unknown
     kernels: KernelState | None = None  # installed kernels and modules; None: not probed
+    # --- issue 27 (input helper): captures that lie --------------------------------------
+    # probe captures without the `# exit=` trailer probe.sh ends every one with: cut short
+    truncated: tuple[str, ...] = ()
 
     @property
     def nvidia_pci(self) -> tuple[PciDevice, ...]:

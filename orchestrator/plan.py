@@ -38,6 +38,7 @@ from orchestrator.roleplans import (
     UpgradePlan,
     ValidationPlan,
 )
+from orchestrator.sanity import check_captures
 
 ROLE_ORDER = ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig")
 SOURCE_NAMES = {"cuda": "NVIDIA's CUDA repository", "distribution": "the distribution's archive"}
@@ -741,6 +742,7 @@ def plan_host(
     if mig_role:
         roles.append(mig_role)
     notes.warnings.extend(f"detection: {e}" for e in facts.errors)
+    check_captures(facts, catalog, notes.warnings, notes.blockers)  # orchestrator/sanity.py
     if facts.simulated:
         notes.warnings.append("simulated host: GPU facts come from the lab's GPU simulator")
     roles.sort(key=lambda r: ROLE_ORDER.index(r.name))
