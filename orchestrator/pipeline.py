@@ -27,7 +27,7 @@ from orchestrator import apply as apply_mod
 from orchestrator import report as rep
 from orchestrator import rollout, timing
 from orchestrator.catalog import Catalog, default_catalog
-from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError
+from orchestrator.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError, HostError
 from orchestrator.facts import HostFacts
 
 if TYPE_CHECKING:  # planning is imported where it runs: `provision detect` never plans
@@ -96,6 +96,9 @@ def _load_inventory(
         vault=options.vault() if options else None,
         become_password=options.become_password if options else None,
     )
+    from orchestrator.inputs import check_inventory
+
+    check_inventory(inv)  # what only the loaded inventory shows (orchestrator/inputs.py)
     hosts = [h for h in inv.hosts if GPU_GROUP in h.groups or GPU_GROUP not in inv.groups]
     if not hosts:
         raise BadInputError(
@@ -124,7 +127,8 @@ def _detect(fleet: Fleet, console: Console) -> Detected:
         on_host=lambda d: timing.TIMINGS.record(d.host, "detect", start, timing.now()),
     )
     raw = result.raw
-    errors = {h: str(e) for h, e in result.failed.items()}
+    # the host is the report's own column: its name is not repeated in the reason
+    errors = {h: str(HostError(e.message, fix=e.fix)) for h, e in result.failed.items()}
     return Detected(raw, {h: parse_host(h, r) for h, r in raw.items()}, errors)
 
 
@@ -333,6 +337,18 @@ def _limit_saved(
     return {h: raw[h] for h in kept}
 
 
+def _without_facts(fleet: Fleet, saved: Mapping[str, RawFacts], limit: str | None) -> list[str]:
+    """The inventory's hosts (its --limit applied) that the saved facts directory lacks."""
+    missing = [h for h in fleet.hosts if h not in saved]
+    if not missing or not limit:
+        return missing
+    from orchestrator.inventory import Inventory, _select
+
+    inv = cast(Inventory, fleet.handle)
+    picked = _select(fleet.hosts, {h.name: h.groups for h in inv.hosts}, limit)
+    return [h for h in missing if h in picked]
+
+
 def run_plan(args: argparse.Namespace) -> int:
     console = _console(args)
     catalog = default_catalog()
@@ -350,6 +366,11 @@ def run_plan(args: argparse.Namespace) -> int:
             fleet = inventory
             for h in sorted(set(raw) - set(fleet.hostvars)):
                 console.print(f"[yellow]warning[/] {h}: not in {args.inventory}: default policy")
+            for h in _without_facts(fleet, saved, args.limit):  # issue 27: named, not planned
+                console.print(
+                    f"[yellow]warning[/] {escape(h)}: in {escape(args.inventory)} but not in "
+                    f"{escape(args.facts)}: not planned (run `provision detect --save` for it)"
+                )
             hostvars = {h: fleet.hostvars.get(h, {}) for h in raw}
             origins = fleet.origins
         facts = {h: parse_host(h, r) for h, r in raw.items()}

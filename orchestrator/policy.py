@@ -33,7 +33,10 @@ ValidationRuntime = Literal["auto", "docker", "host"]
 
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
-_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+# A driver release as NVIDIA numbers them: branch.minor.patch, e.g. 535.54.03, 580.159.04,
+# 595.91.07 (every version in tests/recorded/reference/packages.yaml has this shape); "580.95"
+# is none (issue 27)
+_VERSION = re.compile(r"^\d{3}\.\d{2,3}\.\d{2}$")
 
 
 def _table_default(name: str) -> Callable[[], Any]:
