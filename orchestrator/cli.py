@@ -232,6 +232,19 @@ def version() -> str:
     return __version__
 
 
+def _hide_refused(parser: argparse.ArgumentParser, stage: str) -> None:
+    """A stage's --help lists only the options it takes; the others stay parsed, to be
+    refused by name (exit 2, check_arguments) rather than as unknown."""
+    from .inputs import NO_JUNIT_STAGES
+
+    refused = set() if stage in ROLLOUT_STAGES else set(ROLLOUT_OPTIONS)
+    if stage in NO_JUNIT_STAGES:
+        refused.add("junit")
+    for action in parser._actions:
+        if action.dest in refused:
+            action.help = argparse.SUPPRESS
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="provision",
@@ -248,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
         short, long = STAGE_HELP[name]
         p = sub.add_parser(name, help=short, description=long, epilog=EPILOG)
         _common(p, suppress=True)
+        _hide_refused(p, name)
         return p
 
     p = stage("detect")
@@ -386,6 +400,9 @@ def check_arguments(args: argparse.Namespace) -> None:
             fix="pass an INI or YAML inventory (e.g. inventory/p5.ini), or `provision lab up` "
             "for a local lab",
         )
+    from .inputs import check_inputs  # --limit, outputs, -e, tags (issue 27)
+
+    check_inputs(args)
 
 
 def _interrupted(args: argparse.Namespace, signal_name: str) -> None:

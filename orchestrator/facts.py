@@ -310,6 +310,10 @@ class HostFacts:
                 count += 1
         return count
 
+    # --- issue 27 (input helper): captures that lie --------------------------------------
+    # probe captures without the `# exit=` trailer probe.sh ends every one with: cut short
+    truncated: tuple[str, ...] = ()
+
     @property
     def nvidia_pci(self) -> tuple[PciDevice, ...]:
         return tuple(d for d in self.pci if d.vendor_id == 0x10DE)

@@ -18,6 +18,24 @@ from .errors import BadInputError
 RawFacts = dict[str, str]  # file name -> text
 
 
+def _on_disk(name: str) -> str:
+    """A host or file name as it lies on disk: its UTF-8 bytes, whatever the locale. Under
+    LANG=C Python's file-system encoding may be ASCII; os.fsdecode keeps the bytes."""
+    return os.fsdecode(name.encode("utf-8", "surrogateescape"))
+
+
+def _from_disk(entry: str, where: Path) -> str:
+    """A name read from disk -> the text it spells in UTF-8 (as an inventory's host names
+    are read), never the surrogates an ASCII locale decodes non-ASCII bytes to."""
+    try:
+        return os.fsencode(entry).decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInputError(
+            f"{where}: the name {entry!r} is not UTF-8",
+            fix="rename it to the host's inventory name (inventories are UTF-8 text)",
+        ) from None
+
+
 def _check_name(kind: str, name: str, where: Path) -> None:
     if not name or name.startswith(".") or "/" in name or "\0" in name:
         raise BadInputError(
@@ -35,7 +53,7 @@ def load_host(path: Path) -> RawFacts:
     for name in files:
         f = path / name
         try:
-            raw[name] = f.read_text(encoding="utf-8", errors="replace")
+            raw[_from_disk(name, path)] = f.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             raise BadInputError(
                 f"saved facts file {f} cannot be read: {exc.strerror}",
@@ -54,7 +72,7 @@ def load_dir(path: str | os.PathLike[str]) -> dict[str, RawFacts]:
         )
     with os.scandir(root) as entries:
         names = sorted(e.name for e in entries if e.name[:1] != "." and e.is_dir())
-    hosts = {name: load_host(root / name) for name in names}
+    hosts = {_from_disk(name, root): load_host(root / name) for name in names}
     if not hosts:
         raise BadInputError(
             f"facts directory {root} holds no host directories",
@@ -74,15 +92,16 @@ def save_host(root: Path, host: str, raw: Mapping[str, str]) -> Path:
     for name in raw:
         _check_name("file", name, root / host)
     root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{host}.", dir=root))
+    disk = _on_disk(host)
+    staging = Path(tempfile.mkdtemp(prefix=f".{disk}.", dir=root))
     for name, text in raw.items():
-        (staging / name).write_text(text, encoding="utf-8")
-    target = root / host
+        (staging / _on_disk(name)).write_text(text, encoding="utf-8")
+    target = root / disk
     # each capture is written whole before it takes the host's name: DIR/<host>/ is never
     # a half-written mix of the old and the new outputs
-    old = Path(tempfile.mkdtemp(prefix=f".{host}.old.", dir=root)) if target.exists() else None
+    old = Path(tempfile.mkdtemp(prefix=f".{disk}.old.", dir=root)) if target.exists() else None
     if old is not None:
-        target.replace(old / host)
+        target.replace(old / disk)
     staging.rename(target)
     if old is not None:
         shutil.rmtree(old)

@@ -164,13 +164,20 @@ def _int(host: str, key: str, value: Any, default: int) -> int:
     if value is None or value == "":
         return default
     try:
-        return int(value)
+        number = int(value)
     except (TypeError, ValueError) as exc:
         raise InventoryError(
             f"{key}={value!r} is not a port number",
             host=host,
             fix=f"set {key} to an integer such as 22",
         ) from exc
+    if not 1 <= number <= 65535:  # a TCP port; SSH would fail with a misleading cause
+        raise InventoryError(
+            f"{key}={value!r} is not a TCP port (1 to 65535)",
+            host=host,
+            fix=f"set {key} to the port sshd listens on, such as 22",
+        )
+    return number
 
 
 def _sudo_options(hv: Mapping[str, Any]) -> tuple[str, str, str | None]:
@@ -268,17 +275,58 @@ def _origin(value: Any) -> str | None:
     return str(tag) if tag is not None else None
 
 
+def _plugin_error(exc: BaseException) -> str:
+    """An inventory plugin's message, with the help text ansible-core keeps apart (a
+    dynamic inventory script's stderr)."""
+    text = " ".join(str(getattr(exc, "message", "") or exc).split()) or type(exc).__name__
+    helptext = str(getattr(exc, "_help_text", "") or "").strip()
+    if helptext:
+        text = text.rstrip(".") + "; " + " ".join(helptext.split())
+    return text
+
+
 def _why_unparsed(path: Path, loader: Any) -> str:
+    """Why ansible-core's enabled inventory plugins refused `path`: each plugin that takes
+    such a file parses it again and says why not (the script plugin for an executable, the
+    yaml plugin for .yml/.yaml/.json, else the ini plugin come first)."""
+    import ansible.constants as C
     from ansible.inventory.data import InventoryData
     from ansible.plugins.loader import inventory_loader
 
-    plugin_name = "yaml" if path.suffix in (".yml", ".yaml", ".json") else "ini"
-    plugin = inventory_loader.get(plugin_name)
-    try:
-        plugin.parse(InventoryData(), loader, str(path), cache=False)
-    except Exception as exc:  # the plugin's own message is the useful part
-        return f"{plugin_name} inventory: {str(exc).splitlines()[0]}"
-    return "no inventory plugin accepted it"
+    source = str(path.absolute())  # ansible-core 2.19 wants absolute sources (data tagging)
+    failures: dict[str, str] = {}
+    for name in C.INVENTORY_ENABLED:
+        plugin = inventory_loader.get(name)
+        if plugin is None:
+            continue
+        try:
+            if not plugin.verify_file(source):
+                continue
+            plugin.parse(InventoryData(), loader, source, cache=False)
+        except Exception as exc:  # the plugin's own message is the useful part
+            failures[name] = _plugin_error(exc)
+    if not failures:
+        return "no inventory plugin accepted it"
+    first = [
+        "script" if os.access(path, os.X_OK) and not path.is_dir() else "",
+        "yaml" if path.suffix in _YAML_SUFFIXES else "ini",
+    ]
+    name = next((n for n in first if n in failures), next(iter(failures)))
+    return f"{name} inventory: {failures[name]}"
+
+
+_YAML_SUFFIXES = (".yml", ".yaml", ".json")
+
+
+def _bad_host_name(name: str) -> bool:
+    """Not a name any inventory means: control characters or undecodable bytes (a binary
+    file read as INI), or JSON/YAML punctuation (a YAML file the ini plugin read as one
+    host, e.g. `{}`)."""
+    return (
+        not name.isprintable()
+        or any(0xDC80 <= ord(c) <= 0xDCFF for c in name)
+        or any(c in name for c in "{}\"'")
+    )
 
 
 def _vault_secrets(loader: Any, vault: VaultOptions) -> None:
@@ -335,8 +383,8 @@ def _manager(path: Path, vault: VaultOptions) -> tuple[Any, Any, Any]:
         reason = _why_unparsed(path, loader) if path.is_file() else str(exc).splitlines()[0]
         raise InventoryError(
             f"inventory {path} could not be parsed: {reason}",
-            fix="fix the file (INI or YAML inventory format); "
-            f"`ansible-inventory -i {path} --list` shows the same error",
+            fix="fix the inventory (an INI or YAML file, or an executable script printing "
+            f"JSON); `ansible-inventory -i {path} --list` shows the same error",
         ) from exc
     finally:
         C.INVENTORY_ANY_UNPARSED_IS_FAILED = saved
@@ -370,6 +418,16 @@ def load_inventory(
         raise InventoryError(
             f"inventory {inv_path} holds no hosts",
             fix="add hosts under a group such as [gpu_nodes]",
+        )
+    odd = [str(h.name) for h in manager.get_hosts("all") if _bad_host_name(str(h.name))]
+    if odd:
+        why = _why_unparsed(inv_path, loader) if inv_path.suffix in _YAML_SUFFIXES else ""
+        raise InventoryError(
+            f"inventory {inv_path} was read as a host named {odd[0]!r}"
+            + (f" and {len(odd) - 1} more" if len(odd) > 1 else "")
+            + (f"; {why}" if why else ": is it a binary or a non-inventory file?"),
+            fix="pass an INI or YAML inventory with hosts under a group such as gpu_nodes; "
+            f"`ansible-inventory -i {inv_path} --list` shows how Ansible reads it",
         )
     if limit:
         try:
@@ -424,14 +482,9 @@ def load_inventory(
     return Inventory(inv_path, limit, tuple(hosts), groups)
 
 
-def match_limit(
-    hosts: Sequence[str], groups: Mapping[str, Sequence[str]], limit: str, where: str
-) -> list[str]:
-    """`limit` over hosts known only by name (a saved facts directory), by ansible-core's own
-    pattern matcher: host names, groups (`groups`: host -> its groups, e.g. from the
-    inventory), `a:b` / `a,b`, `!` exclusions, `&` intersections, wildcards, `~regex`,
-    `g[0:2]` subscripts. Hosts keep the given order."""
-    from ansible.errors import AnsibleError
+def _select(hosts: Sequence[str], groups: Mapping[str, Sequence[str]], pattern: str) -> set[str]:
+    """`pattern` over hosts known by name and groups, by ansible-core's own matcher
+    (AnsibleError for a pattern it cannot use)."""
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
 
@@ -445,10 +498,39 @@ def match_limit(
             manager._inventory.add_group(group)
             manager._inventory.add_child(group, host)
     manager._inventory.reconcile_inventory()
+    with contextlib.redirect_stderr(io.StringIO()):  # a part matching nothing: callers say
+        manager.subset(pattern)
+        return {h.name for h in manager.get_hosts("all")}
+
+
+def pattern_hosts(inventory: Inventory, pattern: str) -> set[str]:
+    """The hosts of `inventory` (as loaded, its --limit applied) that a host pattern such as
+    `gpuprov_target` selects; InventoryError when Ansible cannot use the pattern."""
+    from ansible.errors import AnsibleError
+
+    from .inputs import check_limit
+
+    check_limit(pattern, "pattern")
     try:
-        with contextlib.redirect_stderr(io.StringIO()):  # a part matching nothing: see below
-            manager.subset(limit)
-            selected = {h.name for h in manager.get_hosts("all")}
+        return _select(inventory.names, {h.name: h.groups for h in inventory.hosts}, pattern)
+    except AnsibleError as exc:
+        raise InventoryError(
+            f"{pattern!r} is not a valid host pattern: {str(exc).splitlines()[0]}",
+            fix="use Ansible host patterns: a group, a host, 'a:b', 'g:!h', 'g[0:3]'",
+        ) from exc
+
+
+def match_limit(
+    hosts: Sequence[str], groups: Mapping[str, Sequence[str]], limit: str, where: str
+) -> list[str]:
+    """`limit` over hosts known only by name (a saved facts directory), by ansible-core's own
+    pattern matcher: host names, groups (`groups`: host -> its groups, e.g. from the
+    inventory), `a:b` / `a,b`, `!` exclusions, `&` intersections, wildcards, `~regex`,
+    `g[0:2]` subscripts. Hosts keep the given order."""
+    from ansible.errors import AnsibleError
+
+    try:
+        selected = _select(hosts, groups, limit)
     except AnsibleError as exc:
         raise InventoryError(
             f"--limit {limit!r} is not a valid host pattern: {str(exc).splitlines()[0]}",

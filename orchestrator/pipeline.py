@@ -31,7 +31,7 @@ from . import apply as apply_mod
 from . import report as rep
 from . import rollout, timing
 from .catalog import Catalog, default_catalog
-from .errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError
+from .errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError, HostError
 from .facts import HostFacts
 
 if TYPE_CHECKING:  # planning is imported where it runs: `provision detect` never plans
@@ -128,6 +128,9 @@ def _load_inventory(path: str | None, limit: str | None, opts: StageOptions | No
         vault=options.vault() if options else None,
         become_password=options.become_password if options else None,
     )
+    from .inputs import check_inventory
+
+    check_inventory(inv)  # what only the loaded inventory shows (orchestrator/inputs.py)
     hosts = [h for h in inv.hosts if GPU_GROUP in h.groups or GPU_GROUP not in inv.groups]
     if not hosts:
         raise BadInputError(
@@ -156,7 +159,8 @@ def _detect(fleet: Fleet, console: Console) -> Detected:
         on_host=lambda d: timing.TIMINGS.record(d.host, "detect", start, timing.now()),
     )
     raw = result.raw
-    errors = {h: str(e) for h, e in result.failed.items()}
+    # the host is the report's own column: its name is not repeated in the reason
+    errors = {h: str(HostError(e.message, fix=e.fix)) for h, e in result.failed.items()}
     return Detected(raw, {h: parse_host(h, r) for h, r in raw.items()}, errors)
 
 
@@ -380,6 +384,18 @@ def _limit_saved(
     return {h: raw[h] for h in kept}
 
 
+def _without_facts(fleet: Fleet, saved: Mapping[str, RawFacts], limit: str | None) -> list[str]:
+    """The inventory's hosts (its --limit applied) that the saved facts directory lacks."""
+    missing = [h for h in fleet.hosts if h not in saved]
+    if not missing or not limit:
+        return missing
+    from .inventory import Inventory, _select
+
+    inv = cast(Inventory, fleet.handle)
+    picked = _select(fleet.hosts, {h.name: h.groups for h in inv.hosts}, limit)
+    return [h for h in missing if h in picked]
+
+
 def run_plan(opts: StageOptions) -> int:
     console = _console(opts)
     catalog = default_catalog()
@@ -397,6 +413,11 @@ def run_plan(opts: StageOptions) -> int:
             fleet = inventory
             for h in sorted(set(raw) - set(fleet.hostvars)):
                 console.print(f"[yellow]warning[/] {h}: not in {opts.inventory}: default policy")
+            for h in _without_facts(fleet, saved, opts.limit):  # issue 27: named, not planned
+                console.print(
+                    f"[yellow]warning[/] {escape(h)}: in {escape(str(opts.inventory))} but not in "
+                    f"{escape(opts.facts)}: not planned (run `provision detect --save` for it)"
+                )
             hostvars = {h: fleet.hostvars.get(h, {}) for h in raw}
             origins = fleet.origins
         facts = {h: parse_host(h, r) for h, r in raw.items()}

@@ -39,6 +39,7 @@ from .roleplans import (
     ValidationPlan,
 )
 from .roletable import default_roles
+from .sanity import check_captures
 
 SOURCE_NAMES = {"cuda": "NVIDIA's CUDA repository", "distribution": "the distribution's archive"}
 # `uname -m` -> the CUDA repository's architecture directory (reference/packages.yaml: "arch
@@ -741,6 +742,7 @@ def plan_host(
     if mig_role:
         roles.append(mig_role)
     notes.warnings.extend(f"detection: {e}" for e in facts.errors)
+    check_captures(facts, catalog, notes.warnings, notes.blockers)  # orchestrator/sanity.py
     if facts.simulated:
         notes.warnings.append("simulated host: GPU facts come from the lab's GPU simulator")
     roles.sort(key=lambda r: default_roles().position(r.name))

@@ -79,8 +79,10 @@ def _count(value: int, raw: Any) -> int | None:
 _RULES: Mapping[str, Callable[[Any, Any], Any]] = {
     "gpuprov_roles": lambda value, raw: tuple(value),
     "nvidia_driver_branch": _branch,
+    # a driver release as NVIDIA numbers them: branch.minor.patch (535.54.03, 580.159.04,
+    # 595.91.07: every version in tests/recorded/reference/packages.yaml); "580.95" is none
     "nvidia_driver_version": _quoted(
-        r"\d+\.\d+(\.\d+)?", 'a full driver version such as "580.159.04", or ""'
+        r"\d{3}\.\d{2,3}\.\d{2}", 'a full driver version such as "580.159.04", or ""'
     ),
     "nvidia_driver_state_file": _absolute,
     "nvidia_container_toolkit_cdi_spec": _absolute,

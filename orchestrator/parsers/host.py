@@ -75,6 +75,22 @@ class _Collector:
             self.errors.append(exc.message)
             return default
 
+    def check_trailers(self) -> tuple[str, ...]:
+        """The probe's captures without their `# exit=N` trailer: probe.sh's emit() writes
+        one after every capture, so a capture without it was cut short (a dropped session, a
+        saved file truncated) and its content is not complete. Each is named in `errors`."""
+        cut = tuple(
+            name
+            for name, text in sorted(self.raw.items())
+            if (name in names.PROBE_FILES or name.startswith(names.CONVERGED_PREFIX))
+            and split_exit(text).exit_code is None
+        )
+        self.errors.extend(
+            f"{name}: cut short (no `# exit=` trailer, which the probe writes after every capture)"
+            for name in cut
+        )
+        return cut
+
     def check_exits(self) -> None:
         for name in _MUST_SUCCEED:
             if name not in self.raw:
@@ -140,6 +156,7 @@ def _with_fabric(gpus: tuple[SmiGpu, ...], smi_q_text: str | None) -> tuple[SmiG
 
 def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
     c = _Collector(host, raw)
+    truncated = c.check_trailers()
     c.check_exits()
     no_gpus: tuple[SmiGpu, ...] = ()
     smi_gpus = c.parse(names.SMI_QUERY_GPU, parse_query_gpu, no_gpus)
@@ -178,7 +195,8 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
         os=c.parse(names.OS_RELEASE, parse_os_release, None),
         kernel=split_exit(raw.get(names.UNAME_R, "")).body.strip(),
         secure_boot=c.parse(names.SECURE_BOOT, parse_secure_boot, None),
-        pci=c.parse(names.SYSFS_PCI, parse_sysfs_pci, ()),
+        # a cut PCI capture may have lost GPUs and NVSwitches: none are believed
+        pci=() if names.SYSFS_PCI in truncated else c.parse(names.SYSFS_PCI, parse_sysfs_pci, ()),
         loaded_driver=c.parse(names.PROC_DRIVER_VERSION, parse_driver_version, None),
         loaded_modules=c.parse(names.PROC_MODULES, parse_proc_modules, ()),
         smi=c.parse(names.SMI_VERSION, parse_smi_version, None),
@@ -199,4 +217,5 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
         smi_q_text=raw.get(names.SMI_Q),
         nvlink_errors_text=raw.get(names.SMI_NVLINK_E),
         has_nvlink_output=names.SMI_NVLINK_S in raw,
+        truncated=truncated,
     )

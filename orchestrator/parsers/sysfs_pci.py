@@ -15,6 +15,9 @@ from ._text import ParseError, clip, split_exit
 
 _SOURCE = "sysfs-pci-devices.txt"
 _REQUIRED = ("vendor", "device", "class")
+# The kernel prints these sysfs attributes at a fixed width (drivers/pci/pci-sysfs.c:
+# vendor and device "0x%04x", class "0x%06x"): a shorter value was cut
+_WIDTHS = {"vendor": 6, "device": 6, "class": 8}
 # One token at a time: key=value, key="value with spaces", or any other word (skipped). The
 # catch-all keeps the scan linear: a bare `(\w+)=` searched along an 80 kB word without `=`
 # retries from every position (quadratic: over 100 s). shlex costs 10x more per line.
@@ -83,6 +86,9 @@ def parse_pci_line(line: str, number: int | None = None) -> PciDevice:
         raise ParseError(
             _SOURCE, f"{where}: truncated (no {', '.join(missing)}): {clip(repr(line))}"
         )
+    short = [f"{k}={fields[k]}" for k, width in _WIDTHS.items() if len(fields[k]) < width]
+    if short:  # "class=0x03": a GPU (0x0302xx) cut to a class no GPU has
+        raise ParseError(_SOURCE, f"{where}: truncated ({', '.join(short)}): {clip(repr(line))}")
     numa = _int(fields.get("numa_node", ""))
     return PciDevice(
         address=address.lower(),

@@ -14,7 +14,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from ..errors import BadInputError
-from ..report import RunReport, StageResult
+from ..report import RunReport, StageResult, write_atomic
 from ..result import CheckResult
 from .health import CHECK_NAMES
 
@@ -85,4 +85,4 @@ def check_path(path: str) -> Path:
 
 
 def write_junit(path: str, report: RunReport) -> None:
-    Path(path).write_text(junit_xml(report), encoding="utf-8")
+    write_atomic(path, junit_xml(report))  # a new or regular file only, never a device

@@ -177,5 +177,5 @@ def test_every_role_input_and_gpuprov_knob_is_accepted() -> None:
 def test_version_alone_implies_its_branch() -> None:
     policy = load_policy("n1", {"nvidia_driver_version": "535.261.03"})
     assert (policy.driver_branch, policy.driver_version) == (535, "535.261.03")
-    with pytest.raises(PolicyError, match="names no driver branch"):
+    with pytest.raises(PolicyError, match="is not a full driver version"):
         load_policy("n1", {"nvidia_driver_version": "5.1"})

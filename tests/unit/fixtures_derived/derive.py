@@ -230,7 +230,7 @@ def smi_q(host: Host, real_q: str, overrides: dict[int, dict[tuple[str, ...], st
         for path, new in fields.items():
             _set(s, path, new)
         out.append("\n".join(s))
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n# exit=0\n"  # the trailer the probe writes after each capture
 
 
 def smi_list(host: Host) -> str:
