@@ -46,6 +46,7 @@ class DriverPackages:
     first: tuple[str, ...]  # installed before the driver (the >= 590 branch pinning package)
     driver: tuple[str, ...]  # at the driver's exact version (glob `=<version>-*`)
     fabricmanager: tuple[str, ...]  # at the driver's exact version too
+    imex: tuple[str, ...]  # nvidia-imex (+ nvidia-modprobe) at the driver's exact version
     unversioned: tuple[str, ...]  # at the archive's version
     prebuilt: tuple[str, ...]  # preferred kernel-module package (when the archive has it)
     dkms: tuple[str, ...]  # exact-version DKMS package installed when `prebuilt` is missing
@@ -55,7 +56,14 @@ class DriverPackages:
     @property
     def held(self) -> tuple[str, ...]:
         modules = self.prebuilt or self.dkms
-        return (*self.first, *self.driver, *self.fabricmanager, *modules, *self.unversioned)
+        return (
+            *self.first,
+            *self.driver,
+            *self.fabricmanager,
+            *self.imex,
+            *modules,
+            *self.unversioned,
+        )
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -63,6 +71,7 @@ class DriverPackages:
             "install_first": list(self.first),
             "driver": list(self.driver),
             "fabricmanager": list(self.fabricmanager),
+            "imex": list(self.imex),
             "unversioned": list(self.unversioned),
             "prebuilt_modules": list(self.prebuilt),
             "dkms_modules": list(self.dkms),
@@ -77,7 +86,7 @@ class DriverPackages:
         parts = []
         if self.first:
             parts.append(f"first {', '.join(self.first)}")
-        exact = [*self.driver, *self.fabricmanager]
+        exact = [*self.driver, *self.fabricmanager, *self.imex]
         parts.append(f"=<version>-*: {', '.join(exact)}")
         if self.prebuilt:
             parts.append(
@@ -196,6 +205,7 @@ def driver_packages(
     flavour: str,
     fabricmanager: bool,
     architecture: str = "x86_64",
+    imex: bool = False,
 ) -> DriverPackages:
     """The packages the role installs and holds; PackagesUnavailable when it has none.
 
@@ -220,6 +230,7 @@ def driver_packages(
             "nvidia_driver_branch": str(branch),
             "nvidia_driver_flavour": flavour,
             "nvidia_driver_fabricmanager": fabricmanager,
+            "nvidia_driver_imex": imex,
             "__nvidia_driver_kernel": kernel or "<kernel>",
         },
         facts,
@@ -240,6 +251,13 @@ def driver_packages(
             "(tests/recorded/reference/packages.yaml) records no such package names"
         )
     fm = _strs(v.get("__nvidia_driver_fabricmanager_os_packages")) if fabricmanager else ()
+    imex_set = _strs(v.get("__nvidia_driver_imex_packages")) if imex else ()
+    if imex and (source != "cuda" or branch < int(v["__nvidia_driver_imex_first_branch"])):
+        raise PackagesUnavailable(
+            f"the nvidia_driver role installs nvidia-imex only from NVIDIA's CUDA repository and "
+            f"from branch {v['__nvidia_driver_imex_first_branch']} on (the reference records no "
+            f"nvidia-imex before, nor in a distribution's archive); asked: {source} {branch}"
+        )
     cuda = str(v.get("__nvidia_driver_cuda_repo_url", "")).strip()
     archive = "the distribution's archive"
     return DriverPackages(
@@ -247,6 +265,7 @@ def driver_packages(
         first=_strs(v.get("__nvidia_driver_pinning_packages")),
         driver=_strs(chosen.get("versioned")),
         fabricmanager=fm,
+        imex=imex_set,
         unversioned=_strs(chosen.get("unversioned")),
         prebuilt=_strs(chosen.get("prebuilt")),
         dkms=_strs(chosen.get("dkms_versioned")),

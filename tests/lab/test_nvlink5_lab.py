@@ -62,10 +62,12 @@ def test_ib_umad_loads_and_the_rest_of_sysfs_is_intact(b200_lab: RunningLab) -> 
     (host,) = b200_lab.hosts
     done = b200_lab.ssh(
         host,
-        "modprobe ib_umad && cat /proc/modules /run/gpusim/modules 2>/dev/null; "
+        "modprobe mlx5_ib && modprobe ib_umad && "
+        "cat /proc/modules /run/gpusim/modules 2>/dev/null; "
         "ls /sys/class/net; systemctl is-system-running || true",
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "ib_umad " in done.stdout and "mlx5_core " in done.stdout
+    # The two modules the driver role loads (tasks/nvlink5.yml), simulated here.
+    assert "ib_umad " in done.stdout and "mlx5_core " in done.stdout and "mlx5_ib " in done.stdout
     assert "lo" in done.stdout.split()
     assert done.stdout.split()[-1] in ("running", "degraded")

@@ -438,3 +438,20 @@ def test_upgrade_across_the_pinning_scheme(
         assert name in held, name
     verify = provision(lab, work / "verify-pinned.json", "--limit", old.name, "verify")
     assert verify["exit_code"] == 0, verify["_output"][-4000:]
+
+
+def test_at_595_nvidia_smi_is_installed_and_a_full_rerun_changes_nothing(
+    upgrade: tuple[RunningLab, Node, Node, Path],
+) -> None:
+    """Issue 25: the 595 path's package set provides nvidia-smi (here through the debian12
+    double's nvidia-driver-cuda), and converging again (every role, --full) changes nothing."""
+    lab, old, _, work = upgrade
+    owner = old.sh('dpkg -S "$(command -v nvidia-smi)"').strip()
+    assert owner.startswith("nvidia-smi: /usr/bin/nvidia-smi"), owner
+    _, versions = _held_and_versions(old)
+    assert versions["nvidia-smi"].startswith(f"{PINNED}-"), versions["nvidia-smi"]
+    shown = old.sh("nvidia-smi --query-gpu=driver_version --format=csv,noheader").split()
+    assert shown == [PINNED] * GPUS, shown
+    again = provision(lab, work / "again-595.json", "apply", "--full", "--limit", old.name)
+    assert again["exit_code"] == 0, again["_output"][-4000:]
+    assert again["hosts"][old.name]["apply"]["changed"] == 0, again["_output"][-4000:]

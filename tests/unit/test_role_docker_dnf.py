@@ -27,6 +27,7 @@ CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
     "rhel96": ("RedHat", "9.6", "RedHat.yml", {}),
     "al2023_docker": ("Amazon", "2023", "Amazon.yml", {"docker_source": "docker"}),
     "al2023_distribution": ("Amazon", "2023", "Amazon.yml", {"docker_source": "distribution"}),
+    "rocky94_distribution": ("Rocky", "9.4", "RedHat.yml", {"docker_source": "distribution"}),
 }
 
 _TASKS = """\
@@ -41,6 +42,11 @@ _TASKS = """\
       paths: ["{{ role_dir }}/vars"]
 - name: Run the dnf install tasks (only where the source check fails first)
   block:
+    - name: Preflight, with the OS data loaded (as main.yml runs it)
+      ansible.builtin.include_role:
+        name: docker
+        tasks_from: preflight.yml
+      when: check_source
     - name: Source check
       ansible.builtin.include_role:
         name: docker
@@ -65,6 +71,7 @@ _TASKS = """\
       fingerprint: "{{ __docker_ce_rpm_key_fingerprint | default('') }}"
       packages: "{{ __docker_packages[docker_source] }}"
       sources: "{{ __docker_sources_supported }}"
+      versioned: "{{ __docker_versioned_packages }}"
 """
 
 
@@ -91,7 +98,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     "out": str(out),
                     "role_dir": str(REPO / "roles" / "docker"),
                     # Only Amazon's case runs the tasks: its source check fails first.
-                    "check_source": case == "al2023_docker",
+                    "check_source": case in ("al2023_docker", "rocky94_distribution"),
                     **role_vars,
                 },
                 "pre_tasks": [
@@ -130,3 +137,17 @@ def test_amazon_linux_has_only_the_distribution_docker(rendered: Path) -> None:
     assert ok["failure"] == ""
     assert ok["sources"] == ["distribution"]
     assert ok["packages"] == ["docker"]
+
+
+def test_rhel_family_refuses_the_distribution_source_in_preflight(rendered: Path) -> None:
+    # RHEL and Rocky ship no moby-engine: Docker's repository is their only source.
+    failed = result(rendered, "rocky94_distribution")
+    assert "docker_source=distribution is not available on Rocky 9.4" in failed["failure"]
+    assert "no moby-engine" in failed["failure"] and "Nothing was changed" in failed["failure"]
+    assert result(rendered, "rocky94")["sources"] == ["docker"]
+
+
+def test_the_cli_is_pinned_with_the_engine(rendered: Path) -> None:
+    # packages.yaml docker_ce.pin_both: docker-ce AND docker-ce-cli at one VERSION_STRING.
+    assert result(rendered, "rocky94")["versioned"] == ["docker-ce", "docker-ce-cli"]
+    assert result(rendered, "al2023_distribution")["versioned"] == ["docker"]

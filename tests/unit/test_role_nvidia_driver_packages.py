@@ -370,6 +370,7 @@ def test_from_590_names_lose_the_branch_and_the_pinning_package_comes_first(
     assert r["set"]["versioned"] == [
         "nvidia-headless-no-dkms-open",
         "nvidia-dkms-open",
+        "nvidia-utils",
         "libnvidia-compute",
     ]
     assert r["fabricmanager"] == ["nvidia-fabricmanager", "libnvidia-nscq"]

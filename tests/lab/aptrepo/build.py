@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from pathlib import Path
 
-from aptrepo import reference
+from aptrepo import contents, reference
 from aptrepo.graphs import replay_packages
 from aptrepo.packages import (
     CUDA_OSES,
@@ -70,7 +70,7 @@ def inputs_digest() -> str:
     digest = hashlib.sha256()
     here = Path(__file__).resolve().parent
     inputs = [p for p in PAYLOAD.rglob("*") if p.is_file()]
-    inputs += [*here.glob("*.py"), reference.SELECTION, reference.REFERENCE]
+    inputs += [*here.glob("*.py"), reference.SELECTION, reference.REFERENCE, contents.FILES]
     for path in sorted(inputs):
         digest.update(str(path.relative_to(here.parents[2])).encode())
         digest.update(path.read_bytes())
@@ -179,6 +179,13 @@ def write_replay(root: Path) -> None:
         unique = {(p.name, p.version): p for p in packages}  # one signatures package per kernel
         order = [unique[key] for key in sorted(unique)]
         _write_indexes(directory, repo, [_replay_stanza(p) for p in order])
+        _write_contents(directory, order)
+
+
+def _write_contents(directory: Path, packages: list[Package]) -> None:
+    """Contents-amd64: which package ships which file (aptrepo/contents.py, files.yaml)."""
+    index = contents.contents_index((p.name, "test-double") for p in packages)
+    (directory / "Contents-amd64").write_text(index)
 
 
 def _write_indexes(directory: Path, label: str, stanzas: list[str] | None = None) -> None:
@@ -244,6 +251,7 @@ def _build_locked(state_dir: Path) -> BuiltRepo:
             list(pool.map(lambda p: build_deb(p, root / p.repo), packages))
         for repo in (TOOLKIT_REPO, *CUDA_REPOS):
             _write_indexes(root / repo, repo)
+            _write_contents(root / repo, [p for p in packages if p.repo == repo])
             _sign(home, fingerprint, root / repo)
         write_replay(root)
         armored = _gpg(home, "--armor", "--export", fingerprint)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from aptrepo import contents
 from aptrepo import reference as ref
 from aptrepo.packages import Package, fabric_names, pinning_names
 from aptrepo.reference import Origin
@@ -105,6 +106,14 @@ def _cuda_driver(branch: str, upstream: str, repo: str) -> list[Package]:
     kernel_common = ubuntu_name("nvidia-kernel-common-<b>", branch)
     compute = ubuntu_name("libnvidia-compute-<b>", branch)
     utils = ubuntu_name("nvidia-utils-<b>", branch)
+    compute_utils = ubuntu_name("nvidia-compute-utils-<b>", branch)
+    # Canonical's packaging (files.yaml relations): headless-no-dkms pulls compute-utils (the
+    # persistence daemon) and NOT nvidia-utils (nvidia-smi); NVIDIA's Ubuntu-style packages
+    # are assumed to follow it (lead).
+    headless_origin = Origin(
+        ("cuda_apt.ubuntu_style_names", "cuda_apt.version_scheme"),
+        (INFERRED, f"Depends {compute_utils}, not {utils}: {contents.FILES_REL} relations (lead)"),
+    )
     stanzas: list[Package] = []
     for fl in ("open", "proprietary"):
         stanzas += [
@@ -120,8 +129,8 @@ def _cuda_driver(branch: str, upstream: str, repo: str) -> list[Package]:
                 n[f"{fl}.headless_no_dkms"],
                 version,
                 repo,
-                origin,
-                Depends=f"{kernel_common} {same}, {compute} {same}",
+                headless_origin,
+                Depends=f"{kernel_common} {same}, {compute} {same}, {compute_utils} {same}",
             ),
             _stanza(
                 n[f"{fl}.headless"],

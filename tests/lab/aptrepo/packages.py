@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from aptrepo import contents
 from aptrepo import reference as ref
 from aptrepo.reference import Origin
 
@@ -362,6 +363,9 @@ def _fabric(branch: str, upstream: str, repo: str) -> list[Package]:
             extra_control=control,
         )
     )
+    imex = ref.first_name(ref.branch_entry(branch).get("imex"))
+    if imex:
+        packages.append(_imex(imex, version, entry, repo))
     plain = Origin((entry,))
     for key in ("fabricmanager_dev", "nscq"):
         if key in names:
@@ -375,6 +379,35 @@ def _fabric(branch: str, upstream: str, repo: str) -> list[Package]:
                 )
             )
     return packages
+
+
+def _imex(name: str, version: str, entry: str, repo: str) -> Package:
+    """nvidia-imex(-<b>): the files, unit and node file path of files.yaml (aptrepo/contents.py)."""
+    found = contents.entry_for(name, "apt")
+    if found is None:
+        raise ref.ReferenceError(f"{contents.FILES_REL} has no file list for {name}")
+    binary, ctl = found.files
+    origin = Origin(
+        (entry,),
+        (
+            f"files, unit {found.extra['unit']} and node file {found.extra['node_config']}: "
+            f"{contents.FILES_REL} ({found.certainty})",
+            "the daemon is gpuprov's own script (payload/nvidia-imex); NVIDIA's unit: not recorded",
+        ),
+    )
+    return Package(
+        name,
+        version,
+        _describe("NVIDIA IMEX (starts only at the loaded driver's version, with nodes)", origin),
+        repo,
+        origin,
+        files=(
+            PayloadFile("nvidia-imex", binary.lstrip("/"), 0o755),
+            PayloadFile("nvidia-imex-ctl", ctl.lstrip("/"), 0o755),
+            PayloadFile("nvidia-imex.service", f"lib/systemd/system/{found.extra['unit']}"),
+        ),
+        substitutions={"@NODES@": found.extra["node_config"]},
+    )
 
 
 # --- Pinning packages (>= 575 where recorded) ---------------------------------------------

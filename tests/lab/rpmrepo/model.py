@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from aptrepo.contents import files_of
 
 REFERENCE = Path(__file__).resolve().parents[2] / "recorded" / "reference" / "packages.yaml"
 
@@ -250,3 +251,14 @@ def os_repositories() -> list[Repo]:
 
 def names(repos: Sequence[Repo]) -> set[str]:
     return {r.name for repo in repos for r in repo.rpms}
+
+
+def contents(repo: Repo) -> dict[str, tuple[str, ...]]:
+    """The double's Contents-style file list: path -> the NEVRAs that ship it, from
+    tests/recorded/reference/files.yaml (aptrepo/contents.py). The doubles themselves are
+    empty packages: this list says which files NVIDIA's package of that name ships."""
+    owners: dict[str, list[str]] = {}
+    for rpm in repo.rpms:
+        for path in files_of(rpm.name, "rpm"):
+            owners.setdefault(path, []).append(rpm.nevra)
+    return {path: tuple(sorted(n)) for path, n in sorted(owners.items())}

@@ -3,7 +3,8 @@ management ports as InfiniBand devices whose VPD says SW_MNG (what NVIDIA's driv
 and gpuprov's probe check), and the two kernel modules the fabric manager needs first,
 mlx5_core (loaded at boot, as udev would for the ports) and ib_umad (loaded by `modprobe
 ib_umad`, or at boot when /etc/modules-load.d lists it: systemd-modules-load does not run in
-a container). Everything here is SIMULATED; the VPD bytes are ours, not a real device's.
+a container); mlx5_ib the same way as ib_umad (the driver role loads both). Everything here
+is SIMULATED; the VPD bytes are ours, not a real device's.
 """
 
 from __future__ import annotations
@@ -17,8 +18,14 @@ from gpusim.paths import Paths
 from gpusim.runtime import Host
 
 # Sizes only shape the simulated /proc/modules listing (not measured).
-MODULES = {"mlx5_core": 2428928, "ib_umad": 45056}
-ADDRESSES = {"mlx5_core": 0xFFFFFFFFC1100000, "ib_umad": 0xFFFFFFFFC1000000}
+MODULES = {"mlx5_core": 2428928, "mlx5_ib": 552960, "ib_umad": 45056}
+ADDRESSES = {
+    "mlx5_core": 0xFFFFFFFFC1100000,
+    "mlx5_ib": 0xFFFFFFFFC1080000,
+    "ib_umad": 0xFFFFFFFFC1000000,
+}
+# What the fabric manager's NVLink5 precheck waits for (packages.yaml nvlink5.prerequisites).
+PRECHECK = ("mlx5_core", "ib_umad")
 INFINIBAND = "/sys/class/infiniband"
 # A PCI VPD large-resource layout (identifier string, read-only section) carrying SW_MNG.
 VPD = b"\x82\x1agpusim simulated NVLink5 port\x90\x0cV2\x06SW_MNG\x78\x00"
@@ -55,12 +62,13 @@ def listed_for_boot(paths: Paths, name: str) -> bool:
 
 
 def boot(host: Host) -> None:
-    """At boot: mlx5_core for the ports; ib_umad when modules-load.d asks for it."""
+    """At boot: mlx5_core for the ports; mlx5_ib and ib_umad when modules-load.d asks."""
     if not enabled(host):
         return
     load(host, "mlx5_core")
-    if listed_for_boot(host.paths, "ib_umad"):
-        load(host, "ib_umad")
+    for name in ("mlx5_ib", "ib_umad"):
+        if listed_for_boot(host.paths, name):
+            load(host, name)
 
 
 def module_lines(host: Host) -> list[str]:
@@ -73,7 +81,7 @@ def module_lines(host: Host) -> list[str]:
 
 def ready(host: Host) -> bool:
     """What the fabric manager's NVLink5 precheck needs: both modules loaded."""
-    return all(name in host.state.loaded_modules for name in MODULES)
+    return all(name in host.state.loaded_modules for name in PRECHECK)
 
 
 def render(host: Host) -> None:
