@@ -45,11 +45,18 @@ GPU_GROUP = "gpu_nodes"
 class Fleet:
     """The hosts of one run: the inventory as loaded, and each host's variables."""
 
-    inventory_path: Path | None
+    inventory_path: Path | None  # the first source
     handle: object  # orchestrator.inventory's Inventory, handed back to detect
     hostvars: Mapping[str, Mapping[str, object]]
     origins: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # host -> var -> file
     vault: VaultOptions | None = None  # the vault secrets the inventory was read with
+    inventory_paths: tuple[Path, ...] = ()  # every source (several -i), in order
+
+    @property
+    def sources(self) -> tuple[Path, ...]:
+        if self.inventory_paths:
+            return self.inventory_paths
+        return (self.inventory_path,) if self.inventory_path is not None else ()
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -76,22 +83,26 @@ def _ansible_options(args: argparse.Namespace) -> apply_mod.AnsibleOptions:
 
 
 def _load_inventory(
-    path: str | None, limit: str | None, args: argparse.Namespace | None = None
+    path: str | Sequence[str] | None, limit: str | None, args: argparse.Namespace | None = None
 ) -> Fleet:
     """orchestrator.inventory (ansible-core's InventoryManager): hosts and resolved vars,
     vault values decrypted and -K's become password given (from `args`, asked once).
+    `path`: one source or several (-i given more than once), merged as Ansible merges them.
 
     Only members of `gpu_nodes` (the group the site playbook converges) are provisioned
     when the inventory has that group."""
     from orchestrator.inventory import load_inventory
 
-    if not path:
+    sources = [path] if isinstance(path, str) else list(path or ())
+    if not sources:
         raise BadInputError(
-            "no inventory given", fix="pass --inventory PATH (INI or YAML, e.g. inventory/p5.ini)"
+            "no inventory given",
+            fix="pass -i/--inventory PATH (INI or YAML, e.g. inventory/p5.ini), or set it as "
+            "for ansible-playbook: ANSIBLE_INVENTORY, or `inventory =` in ansible.cfg",
         )
     options = _ansible_options(args) if args is not None else None
     inv = load_inventory(
-        Path(path),
+        [Path(p) for p in sources],
         limit,
         vault=options.vault() if options else None,
         become_password=options.become_password if options else None,
@@ -99,15 +110,16 @@ def _load_inventory(
     hosts = [h for h in inv.hosts if GPU_GROUP in h.groups or GPU_GROUP not in inv.groups]
     if not hosts:
         raise BadInputError(
-            f"--limit {limit!r} matches no host of group {GPU_GROUP} in {path}",
+            f"--limit {limit!r} matches no host of group {GPU_GROUP} in {inv.where}",
             fix=f"use a host pattern that selects members of {GPU_GROUP}",
         )
     return Fleet(
-        Path(path),
+        inv.path,
         inv,
         {h.name: dict(h.vars) for h in hosts},
         {h.name: h.origins for h in hosts},
         options.vault() if options else None,
+        inv.sources,
     )
 
 
@@ -216,7 +228,7 @@ def _verify_hosts(
     )
     with timing.stage("verify", hosts):
         run = run_suite(
-            routed_inventory(fleet.inventory_path, _routes(fleet, hosts), workdir),
+            routed_inventory(fleet.sources, _routes(fleet, hosts), workdir),
             # run_suite passes --hosts=ansible://PATTERN; testinfra splits --hosts on commas and
             # matches each with fnmatch, so name every host as its own ansible:// spec.
             ",ansible://".join(hosts),
@@ -347,9 +359,14 @@ def run_plan(args: argparse.Namespace) -> int:
         hostvars: Mapping[str, Mapping[str, object]] = {h: {} for h in raw}
         origins: Mapping[str, Mapping[str, str]] = {}
         if inventory is not None:  # policy from the inventory for the hosts it names
+            from orchestrator.inventory import Inventory
+
             fleet = inventory
             for h in sorted(set(raw) - set(fleet.hostvars)):
-                console.print(f"[yellow]warning[/] {h}: not in {args.inventory}: default policy")
+                console.print(
+                    f"[yellow]warning[/] {h}: not in {cast(Inventory, fleet.handle).where}: "
+                    "default policy"
+                )
             hostvars = {h: fleet.hostvars.get(h, {}) for h in raw}
             origins = fleet.origins
         facts = {h: parse_host(h, r) for h, r in raw.items()}
@@ -442,7 +459,7 @@ def _apply(args: argparse.Namespace, console: Console) -> _Applied:
         return _Applied(fleet, detected, policies, plans, result)
     with ApplyProgress(console, tuple(skips.run)) as progress:
         result = apply_mod.run_playbook(
-            inventories=[fleet.inventory_path],
+            inventories=list(fleet.sources),
             hosts=skips.run,
             host_vars=skips.host_vars,
             run_dir=run_dir,
