@@ -36,4 +36,4 @@ default=constraints/newest.txt
 [ "$minor" -le 11 ] && default=constraints/oldest.txt
 constraints=${GPUPROV_CONSTRAINTS:-$default}
 "${pip[@]}" install -q -c "$constraints" -e '.[dev]'
-echo "venv: $venv with $("$venv/bin/ansible" --version | head -1) ($constraints)"
+echo "venv: $venv with ansible-core $("$venv/bin/python" -c "import ansible.release as r; print(r.__version__)") ($constraints)"

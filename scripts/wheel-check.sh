@@ -19,7 +19,7 @@ constraints=${GPUPROV_CONSTRAINTS:-$repo/constraints/newest.txt}
 wheel=$(ls "$work"/dist/gpuprov-*.whl)
 echo "wheel-check: built $(basename "$wheel")"
 "$work/venv/bin/pip" install -q --disable-pip-version-check -c "$constraints" "$wheel"
-echo "wheel-check: $("$work/venv/bin/ansible" --version | head -1), Python 3.$minor ($(basename "$constraints"))"
+echo "wheel-check: ansible-core $("$work/venv/bin/python" -c "import ansible.release as r; print(r.__version__)"), Python 3.$minor ($(basename "$constraints"))"
 mkdir "$work/elsewhere"
 cd "$work/elsewhere"
 expected=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$repo/orchestrator/__init__.py")
