@@ -12,7 +12,7 @@ engine:
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml constraints/oldest.txt constraints/newest.txt
 	./scripts/venv.sh $(VENV)
 	touch $@
 
@@ -44,8 +44,9 @@ lint: venv
 	$(VENV)/bin/ruff format --check orchestrator tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/yamllint -s .
-	$(VENV)/bin/ansible-lint --profile production playbooks roles
+	$(VENV)/bin/ansible-lint --profile production .
+	$(VENV)/bin/antsibull-changelog lint
 
 clean:
 	-$(VENV)/bin/provision lab down
-	rm -rf $(VENV) .cache artifacts
+	rm -rf $(VENV) .venv-newest .cache artifacts

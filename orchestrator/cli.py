@@ -1,11 +1,16 @@
 """The `provision` command: a thin layer that parses options and calls pure stage functions.
 
-Exit codes (documented in README.md):
+Exit codes (EPILOG below; README.md, beside ansible-playbook's):
   0  every host ok
   1  at least one host failed (unreachable, a role failed, a check failed)
-  2  bad input (inventory, policy, options, paths), found before any change to any host
+  2  bad input (inventory, policy, options, paths), found before any change to any host;
+     or a host the planner blocked (that host is left as it is)
   130  interrupted (Ctrl-C): the hosts mid-change are named, the run's report is left
   141  stdout's reader went away (`| head`): exits quietly
+
+Inventory as ansible-playbook takes it: -i more than once merges the sources; without -i,
+ANSIBLE_INVENTORY, else ansible.cfg's `inventory =` (orchestrator/inventory.py's
+inventory_sources, through ansible-core's configuration manager). -l/-C: --limit/--check.
 """
 
 from __future__ import annotations
@@ -45,11 +50,19 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         return argparse.SUPPRESS if suppress else value
 
     parser.add_argument(
-        "-i", "--inventory", default=d(None), help="Ansible inventory (INI or YAML)"
+        "-i",
+        "--inventory",
+        action="append",
+        default=d(None),
+        metavar="INVENTORY",
+        help="Ansible inventory (INI or YAML); more than once: merged, as ansible-playbook "
+        "merges them; none: ANSIBLE_INVENTORY, else ansible.cfg's `inventory =`",
     )
-    parser.add_argument("--limit", default=d(None), help="Ansible host pattern")
     parser.add_argument(
-        "--check", action="store_true", default=d(False), help="apply in check mode with diff"
+        "-l", "--limit", default=d(None), metavar="SUBSET", help="Ansible host pattern"
+    )
+    parser.add_argument(
+        "-C", "--check", action="store_true", default=d(False), help="apply in check mode with diff"
     )
     parser.add_argument(
         "--full",
@@ -166,10 +179,18 @@ Each STAGE runs one step; only `apply` (and the full run) change hosts:
 
 Start read-only: `provision -i INVENTORY plan`, then `provision -i INVENTORY apply --check`."""
 
-EPILOG = (
-    "Exit codes: 0 every host ok; 1 some host failed; 2 bad input, nothing changed; "
-    "130 interrupted."
-)
+# Side by side with ansible-playbook's: ansible-core's ExitCode (ansible/errors/__init__.py,
+# 2.19-2.21) and its task queue manager's results.
+EPILOG = """\
+exit codes           provision                          ansible-playbook
+  every host ok      0                                  0
+  a host failed      1 (a role, a check failed)         2
+  host unreachable   1                                  4
+  bad input          2 (inventory, policy, options,     5 bad option, 4 parse error,
+                       paths: nothing changed)          1 other error
+  planner blocked    2 (that host left as it is)        -
+  interrupted        130 (Ctrl-C)                       99
+  stdout closed      141 (`| head`)                     -"""
 
 STAGE_HELP: dict[str, tuple[str, str]] = {
     "detect": (
@@ -259,7 +280,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     def stage(name: str) -> argparse.ArgumentParser:
         short, long = STAGE_HELP[name]
-        p = sub.add_parser(name, help=short, description=long, epilog=EPILOG)
+        p = sub.add_parser(
+            name,
+            help=short,
+            description=long,
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         _common(p, suppress=True)
         _hide_refused(p, name)
         return p
@@ -393,13 +420,24 @@ def check_arguments(args: argparse.Namespace) -> None:
             f"--facts {facts} does not exist or is not a directory",
             fix="pass a directory written by `provision detect --save DIR`",
         )
-    inventory = getattr(args, "inventory", None)
-    if inventory and not Path(inventory).expanduser().exists():
-        raise BadInputError(
-            f"--inventory {inventory} does not exist",
-            fix="pass an INI or YAML inventory (e.g. inventory/p5.ini), or `provision lab up` "
-            "for a local lab",
-        )
+    from .inventory import inventory_sources
+
+    inventories: list[str] | None = getattr(args, "inventory", None)
+    # no -i: ANSIBLE_INVENTORY or ansible.cfg's, as ansible-playbook reads them
+    args.inventory = list(inventory_sources(inventories)) or None
+    for source in args.inventory or ():
+        if not Path(source).expanduser().exists():
+            where = "--inventory" if inventories else "the inventory ansible-core's settings name"
+            raise BadInputError(
+                f"{where} {source} does not exist",
+                fix="pass an INI or YAML inventory (e.g. inventory/p5.ini), or `provision lab up` "
+                "for a local lab"
+                + (
+                    ""
+                    if inventories
+                    else " (set by ANSIBLE_INVENTORY or ansible.cfg's `inventory =`)"
+                ),
+            )
     from .inputs import check_inputs  # --limit, outputs, -e, tags (issue 27)
 
     check_inputs(args)

@@ -2,7 +2,11 @@
 
 `load_inventory(path, limit)` -> Inventory: every host with its connection settings resolved
 (ansible_host/port/user/ssh_private_key_file/connection, known-hosts files) and all its
-variables, as ansible-playbook would see them before gathering facts.
+variables, as ansible-playbook would see them before gathering facts. Several sources (several
+`-i`) are read by one InventoryManager, so they merge as they do for ansible-playbook (a later
+source's value wins; each source's own group_vars/host_vars are read). `inventory_sources`:
+the sources ansible-playbook would read when no `-i` is given (ANSIBLE_INVENTORY, else
+ansible.cfg's `inventory =`), from ansible-core's own configuration manager.
 
 Become, as Ansible reads it: ansible_become (else ansible.cfg's become), ansible_become_method
 (sudo: the one gpuprov's own connections use; any other is refused, exit 2), and the user,
@@ -90,10 +94,16 @@ class InventoryHost:
 
 @dataclass(frozen=True)
 class Inventory:
-    path: Path
+    path: Path  # the first source
     limit: str | None
     hosts: tuple[InventoryHost, ...]
     groups: tuple[str, ...]  # every group in the inventory (not only the limited hosts')
+    sources: tuple[Path, ...] = ()  # every source, in the order given (() : `path` alone)
+
+    @property
+    def where(self) -> str:
+        """The sources, for messages: "a.ini" or "a.ini + b.ini"."""
+        return " + ".join(str(p) for p in self.sources or (self.path,))
 
     def host(self, name: str) -> InventoryHost:
         for h in self.hosts:
@@ -285,7 +295,7 @@ def _plugin_error(exc: BaseException) -> str:
     return text
 
 
-def _why_unparsed(path: Path, loader: Any) -> str:
+def _why_unparsed(path: Path, loader: Any, *, quiet: bool = False) -> str:
     """Why ansible-core's enabled inventory plugins refused `path`: each plugin that takes
     such a file parses it again and says why not (the script plugin for an executable, the
     yaml plugin for .yml/.yaml/.json, else the ini plugin come first)."""
@@ -306,7 +316,7 @@ def _why_unparsed(path: Path, loader: Any) -> str:
         except Exception as exc:  # the plugin's own message is the useful part
             failures[name] = _plugin_error(exc)
     if not failures:
-        return "no inventory plugin accepted it"
+        return "" if quiet else "no inventory plugin accepted it"
     first = [
         "script" if os.access(path, os.X_OK) and not path.is_dir() else "",
         "yaml" if path.suffix in _YAML_SUFFIXES else "ini",
@@ -366,7 +376,23 @@ def _vault_secrets(loader: Any, vault: VaultOptions) -> None:
         current.secrets[:] = secrets
 
 
-def _manager(path: Path, vault: VaultOptions) -> tuple[Any, Any, Any]:
+def inventory_sources(given: Sequence[str] | None) -> tuple[str, ...]:
+    """The inventory sources, as ansible-playbook takes them: every `-i`, in order; without
+    any, ansible-core's DEFAULT_HOST_LIST setting, read by its configuration manager
+    (ANSIBLE_INVENTORY, a comma-separated list, relative to the current directory; else the
+    `inventory =` of the ansible.cfg Ansible finds, relative to that file). Ansible's built-in
+    default (/etc/ansible/hosts) is not taken: () means no inventory was given."""
+    if given:
+        return tuple(given)
+    import ansible.constants as C
+
+    value, origin = C.config.get_config_value_and_origin("DEFAULT_HOST_LIST")
+    if origin == "default" or not value:
+        return ()
+    return tuple(str(v) for v in value)
+
+
+def _manager(paths: Sequence[Path], vault: VaultOptions) -> tuple[Any, Any, Any]:
     import ansible.constants as C
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
@@ -378,8 +404,11 @@ def _manager(path: Path, vault: VaultOptions) -> tuple[Any, Any, Any]:
     saved = C.INVENTORY_ANY_UNPARSED_IS_FAILED
     C.INVENTORY_ANY_UNPARSED_IS_FAILED = True  # a broken file is an error, not a warning
     try:
-        manager = InventoryManager(loader=loader, sources=[str(path)])
+        manager = InventoryManager(loader=loader, sources=[str(p) for p in paths])
     except AnsibleError as exc:
+        # the source that fails alone is the one to name (several -i: any of them)
+        failing = [p for p in paths if p.is_file() and _why_unparsed(p, loader, quiet=True)]
+        path = failing[0] if failing else paths[0]
         reason = _why_unparsed(path, loader) if path.is_file() else str(exc).splitlines()[0]
         raise InventoryError(
             f"inventory {path} could not be parsed: {reason}",
@@ -392,31 +421,36 @@ def _manager(path: Path, vault: VaultOptions) -> tuple[Any, Any, Any]:
 
 
 def load_inventory(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     limit: str | None = None,
     *,
     vault: VaultOptions | None = None,
     become_password: str | None = None,
 ) -> Inventory:
-    """Parse the inventory, apply `limit` (Ansible host patterns), resolve every host.
+    """Parse the inventory (one source, or several merged as ansible-playbook merges several
+    `-i`), apply `limit` (Ansible host patterns), resolve every host.
 
     `vault`: the vault secrets; `become_password`: -K's, for hosts whose inventory gives none
     (an inventory password wins, as in Ansible)."""
-    inv_path = Path(path).expanduser()
-    if not inv_path.exists():
-        raise InventoryError(
-            f"inventory {inv_path} does not exist",
-            fix="pass --inventory PATH to an INI or YAML inventory (e.g. inventory/p5.ini), "
-            "or `provision lab up` for a local lab",
-        )
+    given = [path] if isinstance(path, str | os.PathLike) else list(path)
+    sources = tuple(Path(p).expanduser() for p in given)
+    for inv_path in sources:
+        if not inv_path.exists():
+            raise InventoryError(
+                f"inventory {inv_path} does not exist",
+                fix="pass --inventory PATH to an INI or YAML inventory (e.g. inventory/p5.ini), "
+                "or `provision lab up` for a local lab",
+            )
+    inv_path = sources[0]
+    named = " + ".join(str(p) for p in sources)
     from ansible.errors import AnsibleError
     from ansible.template import Templar
 
-    loader, manager, variables = _manager(inv_path, vault or VaultOptions())
+    loader, manager, variables = _manager(sources, vault or VaultOptions())
     groups = tuple(sorted(g for g in manager.groups if g not in ("all", "ungrouped")))
     if not manager.get_hosts("all"):
         raise InventoryError(
-            f"inventory {inv_path} holds no hosts",
+            f"inventory {named} holds no hosts",
             fix="add hosts under a group such as [gpu_nodes]",
         )
     odd = [str(h.name) for h in manager.get_hosts("all") if _bad_host_name(str(h.name))]
@@ -440,7 +474,7 @@ def load_inventory(
             ) from exc
         if not selected:
             raise InventoryError(
-                f"--limit {limit!r} matches no host of {inv_path}",
+                f"--limit {limit!r} matches no host of {named}",
                 fix=f"use a host name or one of the groups: {', '.join(groups) or '(none)'}",
             )
     hosts = []
@@ -479,7 +513,7 @@ def load_inventory(
         member_of = tuple(sorted(g.name for g in h.get_groups() if g.name != "all"))
         host = _host(str(h.name), member_of, resolved, become_password)
         hosts.append(replace(host, origins=origins))
-    return Inventory(inv_path, limit, tuple(hosts), groups)
+    return Inventory(inv_path, limit, tuple(hosts), groups, sources)
 
 
 def _select(hosts: Sequence[str], groups: Mapping[str, Sequence[str]], pattern: str) -> set[str]:

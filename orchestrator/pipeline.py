@@ -50,7 +50,7 @@ class StageOptions:
     """What the stages read of the command line, typed; every field's default is the one a
     stage without that option has."""
 
-    inventory: str | None = None
+    inventory: str | Sequence[str] | None = None  # every -i (or ANSIBLE_INVENTORY, ansible.cfg)
     limit: str | None = None
     json: bool = False
     junit: str | None = None
@@ -88,11 +88,18 @@ class StageOptions:
 class Fleet:
     """The hosts of one run: the inventory as loaded, and each host's variables."""
 
-    inventory_path: Path | None
+    inventory_path: Path | None  # the first source
     handle: object  # orchestrator.inventory's Inventory, handed back to detect
     hostvars: Mapping[str, Mapping[str, object]]
     origins: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # host -> var -> file
     vault: VaultOptions | None = None  # the vault secrets the inventory was read with
+    inventory_paths: tuple[Path, ...] = ()  # every source (several -i), in order
+
+    @property
+    def sources(self) -> tuple[Path, ...]:
+        if self.inventory_paths:
+            return self.inventory_paths
+        return (self.inventory_path,) if self.inventory_path is not None else ()
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -109,21 +116,27 @@ class Detected:
 # --- plug points: one small function per part ----------------------------------------------
 
 
-def _load_inventory(path: str | None, limit: str | None, opts: StageOptions | None = None) -> Fleet:
+def _load_inventory(
+    path: str | Sequence[str] | None, limit: str | None, opts: StageOptions | None = None
+) -> Fleet:
     """orchestrator.inventory (ansible-core's InventoryManager): hosts and resolved vars,
     vault values decrypted and -K's become password given (from `opts`, asked once).
+    `path`: one source or several (-i given more than once), merged as Ansible merges them.
 
     Only members of `gpu_nodes` (the group the site playbook converges) are provisioned
     when the inventory has that group."""
     from .inventory import load_inventory
 
-    if not path:
+    sources = [path] if isinstance(path, str) else list(path or ())
+    if not sources:
         raise BadInputError(
-            "no inventory given", fix="pass --inventory PATH (INI or YAML, e.g. inventory/p5.ini)"
+            "no inventory given",
+            fix="pass -i/--inventory PATH (INI or YAML, e.g. inventory/p5.ini), or set it as "
+            "for ansible-playbook: ANSIBLE_INVENTORY, or `inventory =` in ansible.cfg",
         )
     options = opts.ansible if opts is not None else None
     inv = load_inventory(
-        Path(path),
+        [Path(p) for p in sources],
         limit,
         vault=options.vault() if options else None,
         become_password=options.become_password if options else None,
@@ -134,15 +147,16 @@ def _load_inventory(path: str | None, limit: str | None, opts: StageOptions | No
     hosts = [h for h in inv.hosts if GPU_GROUP in h.groups or GPU_GROUP not in inv.groups]
     if not hosts:
         raise BadInputError(
-            f"--limit {limit!r} matches no host of group {GPU_GROUP} in {path}",
+            f"--limit {limit!r} matches no host of group {GPU_GROUP} in {inv.where}",
             fix=f"use a host pattern that selects members of {GPU_GROUP}",
         )
     return Fleet(
-        Path(path),
+        inv.path,
         inv,
         {h.name: dict(h.vars) for h in hosts},
         {h.name: h.origins for h in hosts},
         options.vault() if options else None,
+        inv.sources,
     )
 
 
@@ -252,7 +266,7 @@ def _verify_hosts(
     )
     with timing.stage("verify", hosts):
         run = run_suite(
-            routed_inventory(fleet.inventory_path, _routes(fleet, hosts), workdir),
+            routed_inventory(fleet.sources, _routes(fleet, hosts), workdir),
             # run_suite passes --hosts=ansible://PATTERN; testinfra splits --hosts on commas and
             # matches each with fnmatch, so name every host as its own ansible:// spec.
             ",ansible://".join(hosts),
@@ -410,13 +424,19 @@ def run_plan(opts: StageOptions) -> int:
         hostvars: Mapping[str, Mapping[str, object]] = {h: {} for h in raw}
         origins: Mapping[str, Mapping[str, str]] = {}
         if inventory is not None:  # policy from the inventory for the hosts it names
+            from .inventory import Inventory
+
             fleet = inventory
             for h in sorted(set(raw) - set(fleet.hostvars)):
-                console.print(f"[yellow]warning[/] {h}: not in {opts.inventory}: default policy")
+                console.print(
+                    f"[yellow]warning[/] {h}: not in {cast(Inventory, fleet.handle).where}: "
+                    "default policy"
+                )
             for h in _without_facts(fleet, saved, opts.limit):  # issue 27: named, not planned
                 console.print(
-                    f"[yellow]warning[/] {escape(h)}: in {escape(str(opts.inventory))} but not in "
-                    f"{escape(opts.facts)}: not planned (run `provision detect --save` for it)"
+                    f"[yellow]warning[/] {escape(h)}: in "
+                    f"{escape(cast(Inventory, fleet.handle).where)} but not in "
+                    f"{escape(str(opts.facts))}: not planned (run `provision detect --save` for it)"
                 )
             hostvars = {h: fleet.hostvars.get(h, {}) for h in raw}
             origins = fleet.origins
@@ -510,7 +530,7 @@ def _apply(opts: StageOptions, console: Console) -> _Applied:
     from . import hostlock
 
     reach: dict[str, Any] = {
-        "inventories": [fleet.inventory_path],
+        "inventories": list(fleet.sources),
         "routes": _routes(fleet, skips.run),
     }
     owner = hostlock.owner_of(run_dir)

@@ -274,16 +274,17 @@ def emit_table(
     *,
     show_lines: bool = False,
 ) -> None:
-    """A table as wide as the console allows, never breaking a word: each column is at least
-    as wide as its longest word. When those widths do not fit (a narrow terminal, or 80
-    columns off a terminal), a compact layout: one block per row, `header: value` lines that
-    are never wrapped by us (the cells are rich markup, escaped by the caller)."""
+    """On a terminal, a table as wide as the console allows, never breaking a word: each
+    column is at least as wide as its longest word. Off a terminal (a pipe, a file, a CI log)
+    always, and on a terminal too narrow for those widths, a compact layout: one block per row,
+    `header: value` lines that are never wrapped by us (the cells are rich markup, escaped by
+    the caller), so what a script or a log reads does not depend on a width."""
     plains = [[_plain(c) for c in row] for row in rows]
     widths = [
         max([len(h), *(max((len(w) for w in p[i].split()), default=0) for p in plains)])
         for i, h in enumerate(headers)
     ]
-    if sum(widths) + 3 * len(headers) + 1 <= console.width:
+    if console.is_terminal and sum(widths) + 3 * len(headers) + 1 <= console.width:
         table = Table(title=title, title_justify="left", show_lines=show_lines)
         for h, w in zip(headers, widths, strict=True):
             table.add_column(h, min_width=w, overflow="fold")
@@ -341,10 +342,11 @@ def render_plans(console: Console, plans: Mapping[str, HostPlan], *, full: bool 
             for role in plan.roles
         ]
         emit_table(console, escape(title), ("role", "change", "reason"), rows)
+        off = not console.is_terminal  # a pipe or a log: one line each, not wrapped to a width
         for w in plan.warnings:
-            console.print(f"  [yellow]warning[/]: {escape(w)}", highlight=False)
+            console.print(f"  [yellow]warning[/]: {escape(w)}", highlight=False, soft_wrap=off)
         for b in plan.blockers:
-            console.print(f"  [red]blocked[/]: {escape(b)}", highlight=False)
+            console.print(f"  [red]blocked[/]: {escape(b)}", highlight=False, soft_wrap=off)
     blocked = sum(1 for p in plans.values() if p.blocked)
     changing = sum(1 for p in plans.values() if not p.blocked and any(r.change for r in p.roles))
     console.print(

@@ -1,7 +1,39 @@
 #!/usr/bin/env bash
-# Create the project's virtual environment with the runtime and development dependencies.
+# Create the project's virtual environment with the runtime and development dependencies, at
+# the exact versions CI installs (constraints/), so a green CI is reproducible.
+#
+#   scripts/venv.sh [VENV]                 python3 (or $PYTHON); its constraints file:
+#                                          Python 3.11 -> constraints/oldest.txt (ansible-core
+#                                          2.19), 3.12 and later -> constraints/newest.txt (2.21)
+#   GPUPROV_CONSTRAINTS=FILE scripts/venv.sh [VENV]   another constraints file
+#   scripts/venv.sh --lock FILE [VENV]     resolve afresh within pyproject.toml's ranges (and
+#                                          the ansible-core of $GPUPROV_ANSIBLE_CORE, e.g.
+#                                          '==2.19.*'), then write the versions to FILE
 set -euo pipefail
+cd "$(dirname "$0")/.."
+lock=
+if [ "${1:-}" = "--lock" ]; then
+  lock=${2:?usage: scripts/venv.sh --lock FILE [VENV]}
+  shift 2
+fi
 venv=${1:-.venv}
-python3 -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check -U pip
-"$venv/bin/pip" install -q --disable-pip-version-check -e '.[dev]'
+python=${PYTHON:-python3}
+"$python" -m venv "$venv"
+pip=("$venv/bin/pip" --disable-pip-version-check)
+"${pip[@]}" install -q -U pip
+if [ -n "$lock" ]; then
+  "${pip[@]}" install -q -e '.[dev]' ${GPUPROV_ANSIBLE_CORE:+"ansible-core$GPUPROV_ANSIBLE_CORE"}
+  {
+    echo "# Exact versions CI installs (scripts/venv.sh, .ci/run): Python $("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])'),"
+    echo "# written by: scripts/venv.sh --lock $lock (docs/install.md)."
+    "${pip[@]}" freeze --exclude-editable | grep -v '^gpuprov'
+  } >"$lock"
+  echo "venv: wrote $lock"
+  exit 0
+fi
+minor=$("$venv/bin/python" -c 'import sys; print(sys.version_info[1])')
+default=constraints/newest.txt
+[ "$minor" -le 11 ] && default=constraints/oldest.txt
+constraints=${GPUPROV_CONSTRAINTS:-$default}
+"${pip[@]}" install -q -c "$constraints" -e '.[dev]'
+echo "venv: $venv with ansible-core $("$venv/bin/python" -c "import ansible.release as r; print(r.__version__)") ($constraints)"

@@ -2,17 +2,24 @@
 # The wheel as a user installs it: build it, install it (not editable) into a fresh virtual
 # environment outside the checkout, and run `provision` from another directory, so nothing
 # can come from the checkout. Used by .ci/run; runs alone too: ./scripts/wheel-check.sh
+# PYTHON (default python3) and GPUPROV_CONSTRAINTS (default: scripts/venv.sh's choice for that
+# Python) pick the interpreter and the pinned versions: .ci/run runs it on the oldest and the
+# newest supported ansible-core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 work=$(mktemp -d /tmp/gpuprov-wheel.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-python3 -m venv "$work/venv"
+"${PYTHON:-python3}" -m venv "$work/venv"
+minor=$("$work/venv/bin/python" -c 'import sys; print(sys.version_info[1])')
+constraints=${GPUPROV_CONSTRAINTS:-$repo/constraints/newest.txt}
+[ -n "${GPUPROV_CONSTRAINTS:-}" ] || [ "$minor" -gt 11 ] || constraints=$repo/constraints/oldest.txt
 "$work/venv/bin/pip" install -q --disable-pip-version-check build
 "$work/venv/bin/python" -m build --wheel --outdir "$work/dist" . >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 wheel=$(ls "$work"/dist/gpuprov-*.whl)
 echo "wheel-check: built $(basename "$wheel")"
-"$work/venv/bin/pip" install -q --disable-pip-version-check "$wheel"
+"$work/venv/bin/pip" install -q --disable-pip-version-check -c "$constraints" "$wheel"
+echo "wheel-check: ansible-core $("$work/venv/bin/python" -c "import ansible.release as r; print(r.__version__)"), Python 3.$minor ($(basename "$constraints"))"
 mkdir "$work/elsewhere"
 cd "$work/elsewhere"
 expected=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$repo/orchestrator/__init__.py")

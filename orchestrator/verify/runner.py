@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import HostError
+from ..errors import BadInputError, HostError
 from ..result import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def workers_for(host_count: int, cpus: int | None = None) -> int:
 
 
 def suite_command(
-    inventory: Path,
+    inventory: Path | None,
     pattern: str,
     junit: Path,
     plan_file: Path | None,
@@ -58,11 +58,12 @@ def suite_command(
         "-q",
         "-rfEs",
         f"--hosts=ansible://{pattern}",
-        f"--ansible-inventory={inventory}",
         f"--junitxml={junit}",
         "-o",
         "junit_family=xunit2",
     ]
+    if inventory is not None:  # None: several sources, in ANSIBLE_INVENTORY (run_suite)
+        cmd.insert(cmd.index(f"--junitxml={junit}"), f"--ansible-inventory={inventory}")
     if plan_file is not None:
         cmd.append(f"--gpuprov-plan={plan_file}")
     if workers > 1:
@@ -70,15 +71,35 @@ def suite_command(
     return cmd
 
 
-def routed_inventory(inventory: Path, routes: Mapping[str, str], workdir: Path) -> Path:
+def routed_inventory(
+    inventory: Path | Sequence[Path], routes: Mapping[str, str], workdir: Path
+) -> Path | tuple[Path, ...]:
     """The inventory testinfra reads, with the hosts behind a jump host given the checked
     route of orchestrator/connection.py (as `provision apply` gives Ansible): a directory
     holding the user's inventory file, its group_vars/host_vars (links) and a routes file
-    read after it. No routes, or an inventory that is a directory itself: `inventory`."""
-    if not routes or inventory.is_dir():
-        return inventory
+    read after it. No routes, or an inventory that is a directory itself: `inventory`.
+    Several sources (several -i): all of them, then the routes file, as a tuple (run_suite
+    hands them to testinfra's ansible-inventory in ANSIBLE_INVENTORY, which merges them as
+    ansible-playbook does, each with its own group_vars/host_vars)."""
     import json
     import shutil
+
+    if not isinstance(inventory, Path):
+        sources = tuple(Path(p).resolve() for p in inventory)
+        if len(sources) == 1:
+            return routed_inventory(sources[0], routes, workdir)
+        if not routes:
+            return sources
+        workdir.mkdir(parents=True, exist_ok=True)
+        overlay = workdir / "verify-routes.json"
+        hosts = {
+            h: {"ansible_ssh_common_args": a, "ansible_ssh_extra_args": ""}
+            for h, a in routes.items()
+        }
+        overlay.write_text(json.dumps({"all": {"hosts": hosts}}), "utf-8")
+        return (*sources, overlay)
+    if not routes or inventory.is_dir():
+        return inventory
 
     folder = workdir / "verify-inventory"
     shutil.rmtree(folder, ignore_errors=True)
@@ -96,7 +117,7 @@ def routed_inventory(inventory: Path, routes: Mapping[str, str], workdir: Path) 
 
 
 def run_suite(
-    inventory: Path,
+    inventory: Path | Sequence[Path],
     pattern: str,
     workdir: Path,
     plan_file: Path | None = None,
@@ -119,7 +140,19 @@ def run_suite(
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     if vault is not None and (vault.ids or vault.password_files):
         env["ANSIBLE_VAULT_IDENTITY_LIST"] = ",".join([*vault.ids, *vault.password_files])
-    cmd = suite_command(inventory, pattern, junit, plan_file, workers)
+    one: Path | None = inventory if isinstance(inventory, Path) else None
+    if not isinstance(inventory, Path):
+        # testinfra passes one -i to ansible-inventory; with none, it reads ANSIBLE_INVENTORY
+        # (a comma-separated list: a path holding a comma cannot be one of several sources)
+        listed = [str(Path(p).resolve()) for p in inventory]
+        if any("," in p for p in listed):
+            raise BadInputError(
+                f"inventory {', '.join(listed)}: a path with a comma in its name cannot be "
+                "one of several inventory sources (ANSIBLE_INVENTORY separates them by commas)",
+                fix="rename the file or folder, or pass a single -i",
+            )
+        env["ANSIBLE_INVENTORY"] = ",".join(listed)
+    cmd = suite_command(one, pattern, junit, plan_file, workers)
     fds: tuple[int, ...] = ()
     writer: threading.Thread | None = None
     if become:

@@ -49,7 +49,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         try:
             facts = parse_host(host, split_output(host, str(probe.get("stdout", ""))))
             policy = load_policy(host, policy_vars)
-            plan = plan_host(facts, policy, default_catalog(), today=dt.datetime.now(dt.UTC).date())
+            plan = plan_host(facts, policy, default_catalog(), today=dt.datetime.now(dt.timezone.utc).date())
         except GpuprovError as exc:
             return {**result, "failed": True, "msg": str(exc)}
         result.update(

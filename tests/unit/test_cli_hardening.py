@@ -259,7 +259,7 @@ def test_help_explains_stages_and_that_no_stage_is_the_full_run() -> None:
     assert "Without a STAGE, provision runs the full pipeline, which CHANGES the hosts" in text
     for stage in ("detect", "plan", "apply", "validate", "verify", "lab"):
         assert f"\n  {stage} " in text
-    assert "130 interrupted" in text
+    assert "interrupted        130 (Ctrl-C)" in text
 
 
 @pytest.mark.parametrize("stage", ["detect", "plan", "apply", "validate", "verify", "lab"])

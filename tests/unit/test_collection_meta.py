@@ -1,0 +1,123 @@
+"""The collection as its ecosystem reads it (issue 28): `ansible-doc gpuprov.nvidia.plan`
+documents the planner action as it is, meta/execution-environment.yml names what the
+controller side imports, galaxy.yml names where it lives, the changelog has this release."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import packages_distributions, requires
+from pathlib import Path
+
+import yaml
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[2]
+ACTION = ROOT / "plugins" / "action" / "plan.py"
+
+
+def _action_returns() -> set[str]:
+    """The keys plugins/action/plan.py sets on success (its result.update(...) calls)."""
+    keys: set[str] = set()
+    for node in ast.walk(ast.parse(ACTION.read_text())):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "update"
+        ):
+            keys |= {k.arg for k in node.keywords if k.arg}
+    return keys
+
+
+def test_ansible_doc_documents_the_plan_action_as_it_is() -> None:
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "collections")}
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-doc"), "--json", "gpuprov.nvidia.plan"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    doc = json.loads(out)["gpuprov.nvidia.plan"]
+    assert doc["doc"]["has_action"] is True
+    # the action takes no arguments (_VALID_ARGS is empty): the docs list none
+    assert not doc["doc"].get("options")
+    assert "frozenset()" in ACTION.read_text()
+    returned = set(doc["return"])
+    assert _action_returns() - {"changed", "failed", "msg"} <= returned
+    assert {"vars", "roles", "plan_warnings", "gpus", "msg"} <= returned
+    assert doc["examples"].count("gpuprov.nvidia.plan:") == 1
+
+
+def test_the_execution_environment_names_what_the_controller_side_imports() -> None:
+    ee = yaml.safe_load((ROOT / "meta" / "execution-environment.yml").read_text())
+    listed = {
+        Requirement(line).name.lower()
+        for line in (ROOT / ee["dependencies"]["python"]).read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    # what the action plugin's imports load, in a fresh interpreter
+    imports = [
+        ast.unparse(n)
+        for n in ast.walk(ast.parse(ACTION.read_text()))
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("orchestrator")
+    ]
+    probe = (
+        "import sys; before = set(sys.modules)\n"
+        + "\n".join(imports)
+        + "\nimport orchestrator.mig_apply\n"  # the mig role copies it from the controller
+        + "print('\\n'.join(sorted({m.split('.')[0] for m in set(sys.modules) - before})))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    third_party = {
+        dist.lower()
+        for top in loaded
+        if top not in sys.stdlib_module_names and top != "orchestrator"
+        for dist in packages_distributions().get(top, [])
+    }
+    # a listed package's own requirements come with it (MarkupSafe with Jinja2)
+    implied = {
+        Requirement(r).name.lower()
+        for name in listed
+        for r in requires(name) or []
+        if "extra ==" not in r
+    }
+    assert third_party, loaded
+    assert third_party <= listed | implied, third_party - listed - implied
+
+
+def test_galaxy_yml_names_repository_documentation_issues_and_the_changelog_this_release() -> None:
+    galaxy = yaml.safe_load((ROOT / "galaxy.yml").read_text())
+    for key in ("repository", "documentation", "issues"):
+        assert galaxy[key].startswith("https://<git host>/<you>/gpuprov"), key
+    changelog = yaml.safe_load((ROOT / "changelogs" / "changelog.yaml").read_text())
+    assert galaxy["version"] in changelog["releases"]
+    anchor = "v" + galaxy["version"].replace(".", "-")
+    assert f'<a id="{anchor}"></a>' in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_every_role_has_a_readme_and_driver_upgrades_lists_its_inputs() -> None:
+    for role in sorted(p.name for p in (ROOT / "roles").iterdir() if p.is_dir()):
+        assert (ROOT / "roles" / role / "README.md").is_file(), role
+    specs = yaml.safe_load((ROOT / "roles/driver_upgrade/meta/argument_specs.yml").read_text())
+    readme = (ROOT / "roles/driver_upgrade/README.md").read_text()
+    for name, option in specs["argument_specs"]["main"]["options"].items():
+        row = next((r for r in readme.splitlines() if r.startswith(f"| `{name}` |")), None)
+        assert row is not None, name
+        default = option.get("default")
+        shown = (
+            "[" + ", ".join(default) + "]"
+            if isinstance(default, list)
+            else str(default).lower()
+            if isinstance(default, bool)
+            else f'"{default}"'
+            if default == ""
+            else str(default)
+        )
+        assert f"`{shown}`" in row, (name, shown)
