@@ -179,17 +179,6 @@ def _document_vars(
     return {h: plans[h].typed.document_vars() for h in hosts}
 
 
-def _becomes(fleet: Fleet, hosts: Sequence[str]) -> dict[str, Any]:
-    """Hosts whose sudo wants a password: their become (connection.py), for verify."""
-    from orchestrator.connection import become_of
-    from orchestrator.inventory import Inventory
-
-    if not isinstance(fleet.handle, Inventory):
-        return {}
-    out = {h: become_of(fleet.handle.host(h)) for h in hosts}
-    return {h: b for h, b in out.items() if b is not None and b.password is not None}
-
-
 def _verify_hosts(
     fleet: Fleet,
     hosts: Sequence[str],
@@ -200,37 +189,22 @@ def _verify_hosts(
 ) -> dict[str, rep.StageResult]:
     """orchestrator.verify: the testinfra suite against the planned state, read from the plan
     document the hosts were applied with (`plan_file`), else one written from the plans."""
+    from orchestrator.inventory import Inventory
     from orchestrator.plandoc import write_plan_document
-    from orchestrator.verify.runner import routed_inventory, run_suite, workers_for
+    from orchestrator.verify.runner import run_suite
 
     if plan_file is None:
         plan_file = write_plan_document(workdir, _document_vars(hosts, plans))
-    if fleet.inventory_path is None:
+    if not isinstance(fleet.handle, Inventory):
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
-    vault = fleet.vault
-    asked = (
-        " (a vault password asked with --ask-vault-pass does not reach the suite's "
-        "ansible-inventory: with vault-encrypted vars files, use --vault-password-file)"
-        if vault is not None and vault.password is not None and not vault.password_files
-        else ""
-    )
     with timing.stage("verify", hosts):
-        run = run_suite(
-            routed_inventory(fleet.inventory_path, _routes(fleet, hosts), workdir),
-            # run_suite passes --hosts=ansible://PATTERN; testinfra splits --hosts on commas and
-            # matches each with fnmatch, so name every host as its own ansible:// spec.
-            ",ansible://".join(hosts),
-            workdir,
-            plan_file=plan_file,
-            workers=workers_for(len(hosts)),
-            stream=False,
-            become=_becomes(fleet, hosts),
-            vault=fleet.vault,
-        )
+        # each host reached as detection reaches it (jump hosts, become, vault: the inventory
+        # as loaded), one session per host for the whole suite
+        run = run_suite([fleet.handle.host(h) for h in hosts], workdir, plan_file=plan_file)
     return {
         h: rep.StageResult("done", tuple(run.results.get(h, ())))
         if h in run.results
-        else rep.StageResult("error", note="the suite reported nothing for this host" + asked)
+        else rep.StageResult("error", note="the suite reported nothing for this host")
         for h in hosts
     }
 
