@@ -116,13 +116,18 @@ def _detect(fleet: Fleet, console: Console) -> Detected:
     from orchestrator.detect import detect_hosts
     from orchestrator.inventory import Inventory
     from orchestrator.parsers import parse_host
+    from orchestrator.progress import StageProgress
 
     inv = cast(Inventory, fleet.handle)
     start = timing.now()
-    result = detect_hosts(
-        replace(inv, hosts=tuple(h for h in inv.hosts if h.name in fleet.hostvars)),
-        on_host=lambda d: timing.TIMINGS.record(d.host, "detect", start, timing.now()),
-    )
+    hosts = tuple(h for h in inv.hosts if h.name in fleet.hostvars)
+    with StageProgress(console, "detect", len(hosts), "unreachable") as stage:
+
+        def done(d: Any) -> None:
+            timing.TIMINGS.record(d.host, "detect", start, timing.now())
+            stage.advance(failed=not d.ok)
+
+        result = detect_hosts(replace(inv, hosts=hosts), on_host=done)
     raw = result.raw
     errors = {h: str(e) for h, e in result.failed.items()}
     return Detected(raw, {h: parse_host(h, r) for h, r in raw.items()}, errors)
@@ -186,21 +191,26 @@ def _verify_hosts(
     policies: Mapping[str, Policy],
     workdir: Path,
     plan_file: Path | None = None,
+    console: Console | None = None,
 ) -> dict[str, rep.StageResult]:
     """orchestrator.verify: the testinfra suite against the planned state, read from the plan
     document the hosts were applied with (`plan_file`), else one written from the plans."""
     from orchestrator.inventory import Inventory
     from orchestrator.plandoc import write_plan_document
+    from orchestrator.progress import StageProgress
     from orchestrator.verify.runner import run_suite
 
     if plan_file is None:
         plan_file = write_plan_document(workdir, _document_vars(hosts, plans))
     if not isinstance(fleet.handle, Inventory):
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
-    with timing.stage("verify", hosts):
+    shown = console or Console(stderr=True, quiet=True)
+    with timing.stage("verify", hosts), StageProgress(shown, "verify", len(hosts)) as stage:
         # each host reached as detection reaches it (jump hosts, become, vault: the inventory
         # as loaded), one session per host for the whole suite
         run = run_suite([fleet.handle.host(h) for h in hosts], workdir, plan_file=plan_file)
+        for h in hosts:
+            stage.advance(failed=any(c.status == "fail" for c in run.results.get(h, ())))
     return {
         h: rep.StageResult("done", tuple(run.results.get(h, ())))
         if h in run.results
@@ -467,13 +477,18 @@ def _validation(
         else:
             todo.append(h)
 
+    from orchestrator.progress import StageProgress
+
+    stage = StageProgress(console, "validate", len(todo))
+
     def one(h: str) -> rep.StageResult:
         def say(msg: str) -> None:
-            console.print(f"validate {escape(h)}: {escape(msg)}")
+            if stage.quiet:  # many hosts: the stage's line and count instead
+                console.print(f"validate {escape(h)}: {escape(msg)}")
 
         try:
             with timing.stage("validate", [h]):
-                return _validate_host(
+                result = _validate_host(
                     fleet,
                     h,
                     detected.facts[h],
@@ -484,9 +499,11 @@ def _validation(
                     getattr(args, "image", None),
                 )
         except OSError as exc:  # the connection itself (ssh missing, ...): this host only
-            return rep.StageResult("error", note=str(exc))
+            result = rep.StageResult("error", note=str(exc))
+        stage.advance(failed=result.failed)
+        return result
 
-    with ThreadPoolExecutor(max_workers=max(1, min(len(todo), 32))) as pool:
+    with stage, ThreadPoolExecutor(max_workers=max(1, min(len(todo), 32))) as pool:
         futures = [pool.submit(one, h) for h in todo]
         try:
             for h, future in zip(todo, futures, strict=True):
@@ -520,7 +537,9 @@ def run_verify(args: argparse.Namespace) -> int:
     policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     hosts = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
     run_dir = apply_mod.new_run_dir() if hosts else None
-    verification = _verify_hosts(fleet, hosts, plans, policies, run_dir) if run_dir else {}
+    verification = (
+        _verify_hosts(fleet, hosts, plans, policies, run_dir, console=console) if run_dir else {}
+    )
     reports = rep.host_reports(
         fleet.hosts,
         facts=detected.facts,
@@ -554,6 +573,7 @@ def run_all(args: argparse.Namespace) -> int:
             done.policies,
             done.result.artifact_dir,
             done.result.plan_file,
+            console,
         )
         detected_facts: Mapping[str, HostFacts] = {**done.detected.facts, **after.facts}
         detect_errors: Mapping[str, str] = {**done.detected.errors, **after.errors}
