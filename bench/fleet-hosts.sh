@@ -23,7 +23,8 @@ start_host() {
     h=/run/fleet/$name
     mkdir -p "$h/pci" "$h/gpusim-state" "$h/bin" "$h/sbin" "$h/etc-gpusim" "$h/run-gpusim"
     cp /fleet/profile.yaml "$h/etc-gpusim/profile.yaml"
-    ip addr add "$address/$prefix" dev eth0
+    # past 200 hosts an address holds several hosts, each on its own port (bench_fleet.py)
+    ip -o addr show dev eth0 | grep -q " $address/" || ip addr add "$address/$prefix" dev eth0
     # the namespace's mounts are the host's view: its PCI bus, its /proc/driver and
     # /proc/modules (gpusim boot mounts those), its state, its PATH shims, its hostname
     unshare --mount --uts --propagation private -- sh -c '
