@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any, cast
@@ -281,8 +281,9 @@ def up(lab: str, count: int, profile: str, os_name: str, say: bool = True) -> Fl
         ]
     )
     fleet = Fleet(lab, root, container, network, names, addresses, ports, key, known_hosts)
-    # the simulator boots one host at a time (a Python start each): minutes for 500 hosts
-    _wait_ready(fleet, timeout=max(180.0, count * 3.0))
+    # the simulator boots a few hosts at a time (a Python start each): minutes for 500 hosts,
+    # so only the first host is waited for here; each row waits for its own hosts (ready())
+    ready(fleet, 1)
     if say:
         print(
             f"fleet: {count} hosts answer SSH after {time.perf_counter() - started:.1f} s",
@@ -312,8 +313,19 @@ def attach(lab: str, count: int) -> Fleet | None:
         lab, root, container, network, names, addresses, ports, root / "id_ed25519",
         root / "fleet_known_hosts",
     )  # fmt: skip
-    _wait_ready(fleet, timeout=60.0)
+    ready(fleet, 1)
     return fleet
+
+
+def ready(fleet: Fleet, count: int) -> None:
+    """Wait until the first `count` hosts answer SSH (the later ones may still boot)."""
+    part = replace(
+        fleet,
+        names=fleet.names[:count],
+        addresses=fleet.addresses[:count],
+        ports=fleet.ports[:count],
+    )
+    _wait_ready(part, timeout=max(600.0, count * 6.0))
 
 
 def _banner(address: str, port: int) -> bool:
@@ -715,6 +727,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.name, counts[-1], args.profile, args.os_name
         )
         for count in counts:
+            ready(fleet, count)
             if args.pipeline:
                 prows.append(measure_pipeline(fleet, count, args.repeat))
                 print(pipeline_table(prows), file=sys.stderr)
