@@ -330,7 +330,7 @@ def ready(fleet: Fleet, count: int) -> None:
 
 def _banner(address: str, port: int) -> bool:
     try:
-        with socket.create_connection((address, port), timeout=2) as s:
+        with socket.create_connection((address, port), timeout=10) as s:
             return s.recv(8).startswith(b"SSH-2.0")
     except OSError:
         return False
@@ -726,8 +726,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         fleet = (attach(args.name, counts[-1]) if args.keep else None) or up(
             args.name, counts[-1], args.profile, args.os_name
         )
+        ready(fleet, counts[-1])  # every host booted: the rows do not time the boots
         for count in counts:
-            ready(fleet, count)
             if args.pipeline:
                 prows.append(measure_pipeline(fleet, count, args.repeat))
                 print(pipeline_table(prows), file=sys.stderr)
