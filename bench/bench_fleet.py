@@ -43,10 +43,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import FrameType
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -61,7 +62,8 @@ from orchestrator.lab.hosts import lab_paths, resolve_profile  # noqa: E402
 GPUSIM = ROOT / "tests" / "lab" / "gpusim"
 PROFILES = ROOT / "tests" / "lab" / "profiles"
 FIRST_HOST = 10  # host addresses: .10, .11, ... of the lab's /24 (Docker gives the container .2)
-MAX_HOSTS = 200
+ADDRESSES = 200  # addresses used; past 200 hosts, the next 200 listen on port 2201, then 2202...
+MAX_HOSTS = 1000
 PARALLEL = 64  # orchestrator.detect.MAX_PARALLEL
 
 
@@ -147,6 +149,7 @@ class Fleet:
     network: str
     names: tuple[str, ...]
     addresses: tuple[str, ...]
+    ports: tuple[int, ...]
     key: Path
     known_hosts: Path
 
@@ -157,8 +160,8 @@ class Fleet:
             "# SSH-only hosts in one container; their GPUs are SIMULATED (gpusim).",
             "[gpu_nodes]",
         ]
-        pairs = zip(self.names[:count], self.addresses[:count], strict=True)
-        lines += [f"{n} ansible_host={a}" for n, a in pairs]
+        rows = zip(self.names[:count], self.addresses[:count], self.ports[:count], strict=True)
+        lines += [f"{n} ansible_host={a} ansible_port={p}" for n, a, p in rows]
         lines += [
             "",
             "[gpu_nodes:vars]",
@@ -171,11 +174,17 @@ class Fleet:
         return path
 
 
-def _sshd_config(name: str, address: str) -> str:
+def _port(index: int) -> int:
+    """Host `index` (0-based): port 22 for the first ADDRESSES hosts, then 2201, 2202, ..."""
+    group = index // ADDRESSES
+    return 22 if group == 0 else 2200 + group
+
+
+def _sshd_config(name: str, address: str, port: int) -> str:
     return "\n".join(
         [
             "# bench/bench_fleet.py: a TEST-DOUBLE host's sshd (keys only, root by key)",
-            f"ListenAddress {address}:22",
+            f"ListenAddress {address}:{port}",
             f"HostKey /fleet/{name}/ssh_host_ed25519_key",
             f"PidFile /run/fleet/{name}/sshd.pid",
             "AuthorizedKeysFile /fleet/authorized_keys",
@@ -208,20 +217,22 @@ def up(lab: str, count: int, profile: str, os_name: str, say: bool = True) -> Fl
     network = labnetwork.ensure(lab, LAB_LABEL)
     subnet = _subnet(network)
     hosts = list(subnet.hosts())
-    if FIRST_HOST + count > len(hosts):
+    if FIRST_HOST + min(count, ADDRESSES) > len(hosts):
         raise SystemExit(f"{count} hosts do not fit in {subnet}")
-    names = tuple(f"{lab}-f{i:03d}" for i in range(1, count + 1))
-    addresses = tuple(str(hosts[FIRST_HOST - 1 + i]) for i in range(count))
+    names = tuple(f"{lab}-f{i:04d}" for i in range(1, count + 1))
+    addresses = tuple(str(hosts[FIRST_HOST - 1 + i % ADDRESSES]) for i in range(count))
+    ports = tuple(_port(i) for i in range(count))
     known = []
     spec = []
     started = time.perf_counter()
-    for name, address in zip(names, addresses, strict=True):
+    for name, address, port in zip(names, addresses, ports, strict=True):
         d = fleet_dir / name
         d.mkdir()
         host_key = keys.keygen(d / "ssh_host_ed25519_key", name)
         public = host_key.with_suffix(".pub").read_text().split()
-        known.append(f"{address} {public[0]} {public[1]}\n")
-        (d / "sshd_config").write_text(_sshd_config(name, address))
+        where = address if port == 22 else f"[{address}]:{port}"
+        known.append(f"{where} {public[0]} {public[1]}\n")
+        (d / "sshd_config").write_text(_sshd_config(name, address, port))
         spec.append(f"{name} {address} {subnet.prefixlen}\n")
     (fleet_dir / "spec").write_text("".join(spec))
     (fleet_dir / "authorized_keys").write_text(key.with_suffix(".pub").read_text())
@@ -253,9 +264,9 @@ def up(lab: str, count: int, profile: str, os_name: str, say: bool = True) -> Fl
             "--tmpfs",
             "/tmp",
             "--memory",
-            "4g",
+            f"{max(4, count // 100 + 2)}g",
             "--pids-limit",
-            "4096",
+            str(max(4096, count * 12)),
             "--volume",
             f"{fleet_dir}:/fleet:ro",
             "--volume",
@@ -269,8 +280,10 @@ def up(lab: str, count: int, profile: str, os_name: str, say: bool = True) -> Fl
             "/fleet/spec",
         ]
     )
-    fleet = Fleet(lab, root, container, network, names, addresses, key, known_hosts)
-    _wait_ready(fleet, timeout=max(60.0, count * 1.5))
+    fleet = Fleet(lab, root, container, network, names, addresses, ports, key, known_hosts)
+    # the simulator boots a few hosts at a time (a Python start each): minutes for 500 hosts,
+    # so only the first host is waited for here; each row waits for its own hosts (ready())
+    ready(fleet, 1)
     if say:
         print(
             f"fleet: {count} hosts answer SSH after {time.perf_counter() - started:.1f} s",
@@ -279,9 +292,45 @@ def up(lab: str, count: int, profile: str, os_name: str, say: bool = True) -> Fl
     return fleet
 
 
-def _banner(address: str) -> bool:
+def attach(lab: str, count: int) -> Fleet | None:
+    """The fleet `--keep` left running, when it has at least `count` hosts; else None."""
+    root = lab_paths(lab).root
+    container = f"gpuprov-fleet-{lab}"
+    spec = root / "fleet" / "spec"
+    running = engine.docker(
+        ["inspect", "--format", "{{.State.Running}}", container], check=False
+    ).strip()
+    if running != "true" or not spec.exists():
+        return None
+    rows = [line.split() for line in spec.read_text().splitlines() if line.strip()]
+    if len(rows) < count:
+        return None
+    network = f"gpuprov-lab-{lab}"
+    names = tuple(r[0] for r in rows)
+    addresses = tuple(r[1] for r in rows)
+    ports = tuple(_port(i) for i in range(len(rows)))
+    fleet = Fleet(
+        lab, root, container, network, names, addresses, ports, root / "id_ed25519",
+        root / "fleet_known_hosts",
+    )  # fmt: skip
+    ready(fleet, 1)
+    return fleet
+
+
+def ready(fleet: Fleet, count: int) -> None:
+    """Wait until the first `count` hosts answer SSH (the later ones may still boot)."""
+    part = replace(
+        fleet,
+        names=fleet.names[:count],
+        addresses=fleet.addresses[:count],
+        ports=fleet.ports[:count],
+    )
+    _wait_ready(part, timeout=max(600.0, count * 6.0))
+
+
+def _banner(address: str, port: int) -> bool:
     try:
-        with socket.create_connection((address, 22), timeout=2) as s:
+        with socket.create_connection((address, port), timeout=10) as s:
             return s.recv(8).startswith(b"SSH-2.0")
     except OSError:
         return False
@@ -289,9 +338,9 @@ def _banner(address: str) -> bool:
 
 def _wait_ready(fleet: Fleet, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    waiting = list(fleet.addresses)
+    waiting = list(zip(fleet.addresses, fleet.ports, strict=True))
     while waiting and time.monotonic() < deadline:
-        waiting = [a for a in waiting if not _banner(a)]
+        waiting = [(a, p) for a, p in waiting if not _banner(a, p)]
         if waiting:
             time.sleep(1)
     if waiting:
@@ -368,6 +417,243 @@ def measure(fleet: Fleet, count: int, repeat: int) -> FleetRow:
     return FleetRow(row, plan, low[0], unreachable, failed)
 
 
+# --- the whole no-op pipeline, stage by stage ------------------------------------------------
+
+STAGES = ("inventory", "detect", "plan", "converged-skip", "validate", "verify", "report")
+
+
+def _rss_kib(pids: Sequence[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def _descendants(root: int) -> list[int]:
+    """`root` and every process below it (this machine's /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+@contextlib.contextmanager
+def _peak_rss(interval: float = 0.25) -> Iterator[list[int]]:
+    """The largest RSS sum of this process and its descendants (ssh, pytest) seen while the
+    block runs, in KiB, sampled every `interval` s (shared pages counted in each process)."""
+    peak = [_rss_kib([os.getpid()])]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(interval):
+            peak[0] = max(peak[0], _rss_kib(_descendants(os.getpid())))
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        thread.join()
+        peak[0] = max(peak[0], _rss_kib(_descendants(os.getpid())))
+
+
+@dataclass(frozen=True)
+class StageRun:
+    wall_s: float
+    cpu_s: float  # this process and its waited-for children (ssh, pytest), user + system
+    peak_rss_mib: float  # this process and its descendants
+
+
+@dataclass(frozen=True)
+class PipelineRow:
+    hosts: int
+    stages: dict[str, list[StageRun]]  # stage -> one per run
+    load_avg: tuple[float, float]
+    container_mib: tuple[int, int]  # the fleet container's memory cgroup, before and after
+    outcome: dict[str, int]  # what the runs decided: skipped/run hosts, checks failed...
+
+
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _container_mib(fleet: Fleet) -> int:
+    out = engine.docker(
+        ["exec", fleet.container, "cat", "/sys/fs/cgroup/memory.current"], check=False
+    )
+    return int(out.strip()) // (1 << 20) if out.strip().isdigit() else -1
+
+
+def pipeline_once(inventory: Path, workdir: Path) -> tuple[dict[str, StageRun], dict[str, int]]:
+    """The no-op pipeline of `provision` (orchestrator/pipeline.py's own stage functions, in
+    this process): load the inventory, detect, plan, the converged-skip decision (the playbook
+    is not run: see the outcome), validate's checks, verify (its pytest processes and
+    sessions), the report document. Returns each stage's figures and what was decided."""
+    from rich.console import Console
+
+    from orchestrator import converged, pipeline, plandoc
+    from orchestrator import report as rep
+    from orchestrator.catalog import default_catalog
+
+    console = Console(stderr=True, highlight=False)
+    args = argparse.Namespace(runtime=None, image=None, json=True, junit=None)
+    runs: dict[str, StageRun] = {}
+    state: dict[str, object] = {}
+
+    def stage(name: str, fn: Callable[[], object]) -> object:
+        cpu, start = _cpu(), time.perf_counter()
+        with _peak_rss() as peak:
+            value = fn()
+        runs[name] = StageRun(time.perf_counter() - start, _cpu() - cpu, peak[0] / 1024)
+        state[name] = value
+        return value
+
+    fleet: Any = stage("inventory", lambda: pipeline._load_inventory(str(inventory), None))
+    detected: Any = stage("detect", lambda: pipeline._detect(fleet, console))
+    policies, plans = cast(
+        tuple[Any, Any],
+        stage(
+            "plan",
+            lambda: pipeline._plan(
+                detected.facts, fleet.hostvars, default_catalog(), fleet.origins
+            ),
+        ),
+    )
+    targets = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
+    skips: Any = stage(
+        "converged-skip",
+        lambda: converged.fleet_skips(
+            targets,
+            plans,
+            pipeline._document_vars(targets, plans),
+            fleet.hostvars,
+            detected.raw,
+        ),
+    )
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    plan_file = plandoc.write_plan_document(workdir, skips.host_vars)
+    validation: Any = stage(
+        "validate",
+        lambda: pipeline._validation(fleet, targets, detected, plans, policies, args),
+    )
+    verification: Any = stage(
+        "verify",
+        lambda: pipeline._verify_hosts(
+            fleet, targets, plans, policies, workdir, plan_file, console
+        ),
+    )
+
+    def report() -> object:
+        reports = rep.host_reports(
+            fleet.hosts,
+            facts=detected.facts,
+            detect_errors=detected.errors,
+            plans=plans,
+            validation=validation,
+            verification=verification,
+        )
+        return json.dumps(rep.report_document(rep.RunReport("all", reports)))
+
+    stage("report", report)
+    checks = [c for v in verification.values() for c in v.checks]
+    outcome = {
+        "detected": len(detected.facts),
+        "unreachable": len(detected.errors),
+        "planned": len(targets),
+        "converged (apply skipped)": len(targets) - len(skips.run),
+        "roles left to run": len(skips.run),
+        "validate failed": sum(1 for v in validation.values() if v.failed),
+        "verify checks": len(checks),
+        "verify checks failed": sum(1 for c in checks if c.status == "fail"),
+        "verify unreachable": sum(1 for c in checks if c.name == "verify.connection"),
+    }
+    return runs, outcome
+
+
+def measure_pipeline(fleet: Fleet, count: int, repeat: int) -> PipelineRow:
+    inventory = fleet.inventory(count)
+    workdir = fleet.root / f"fleet-run-{count}"
+    pipeline_once(inventory, workdir)  # warm-up: caches, the hosts' first sessions
+    load_before = os.getloadavg()[0]
+    before = _container_mib(fleet)
+    stages: dict[str, list[StageRun]] = {s: [] for s in STAGES}
+    outcome: dict[str, int] = {}
+    for _ in range(repeat):
+        runs, outcome = pipeline_once(inventory, workdir)
+        for name, run in runs.items():
+            stages[name].append(run)
+    return PipelineRow(
+        count, stages, (load_before, os.getloadavg()[0]), (before, _container_mib(fleet)), outcome
+    )
+
+
+def pipeline_table(rows: Sequence[PipelineRow]) -> str:
+    first = rows[0] if rows else None
+    head = "| stage | " + " | ".join(f"{r.hosts} hosts: wall s / CPU s / peak MiB" for r in rows)
+    lines = [head + " |", "|---|" + "---|" * len(rows)]
+    for name in (*STAGES, "total"):
+        cells = []
+        for r in rows:
+            if name == "total":
+                per_run = [
+                    sum(r.stages[s][i].wall_s for s in STAGES)
+                    for i in range(len(r.stages["detect"]))
+                ]
+                cpu = [
+                    sum(r.stages[s][i].cpu_s for s in STAGES)
+                    for i in range(len(r.stages["detect"]))
+                ]
+                peak = max(x.peak_rss_mib for s in STAGES for x in r.stages[s])
+            else:
+                per_run = [x.wall_s for x in r.stages[name]]
+                cpu = [x.cpu_s for x in r.stages[name]]
+                peak = max(x.peak_rss_mib for x in r.stages[name])
+            cells.append(
+                f"{statistics.median(per_run):.2f} / {statistics.median(cpu):.2f} / {peak:.0f}"
+            )
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if first is not None and len(rows) > 1:
+        lines.append("")
+        lines.append(
+            "Growth of each stage's median wall time against the first row, per host added:"
+        )
+        for name in (*STAGES,):
+            base = statistics.median(x.wall_s for x in first.stages[name])
+            parts = []
+            for r in rows[1:]:
+                now = statistics.median(x.wall_s for x in r.stages[name])
+                per = (now - base) / (r.hosts - first.hosts) * 1000
+                parts.append(f"{r.hosts}: {now / base if base else 0:.1f}x ({per:.1f} ms/host)")
+            lines.append(f"- {name}: " + ", ".join(parts))
+    lines.append("")
+    for r in rows:
+        lines.append(
+            f"- {r.hosts} hosts: load avg {r.load_avg[0]:.1f}-{r.load_avg[1]:.1f}; fleet "
+            f"container {r.container_mib[0]}-{r.container_mib[1]} MiB; "
+            + ", ".join(f"{k} {v}" for k, v in r.outcome.items())
+        )
+    return "\n".join(lines)
+
+
 def _ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.1f} ({min(values) * 1000:.1f})"
 
@@ -414,7 +700,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--max-seconds", type=int, default=1500, help="stop (and clean up) after")
     p.add_argument("--json", type=Path, help="also write the raw timings here")
-    p.add_argument("--keep", action="store_true", help="leave the hosts running afterwards")
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the hosts running afterwards (and use those a --keep run left, when they "
+        "are enough)",
+    )
+    p.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="time the whole no-op pipeline stage by stage (wall, CPU, peak memory) instead of "
+        "detection against ansible -m setup",
+    )
     args = p.parse_args(argv)
     counts = sorted({int(c) for c in args.counts.split(",")})
     if not counts or counts[0] < 1 or counts[-1] > MAX_HOSTS:
@@ -423,14 +720,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_alarm)
     signal.alarm(args.max_seconds)
     rows: list[FleetRow] = []
+    prows: list[PipelineRow] = []
     fleet: Fleet | None = None
     try:
-        fleet = up(args.name, counts[-1], args.profile, args.os_name)
+        fleet = (attach(args.name, counts[-1]) if args.keep else None) or up(
+            args.name, counts[-1], args.profile, args.os_name
+        )
+        ready(fleet, counts[-1])  # every host booted: the rows do not time the boots
         for count in counts:
-            rows.append(measure(fleet, count, args.repeat))
-            print(table(rows[-1:]).splitlines()[2], file=sys.stderr)
+            if args.pipeline:
+                prows.append(measure_pipeline(fleet, count, args.repeat))
+                print(pipeline_table(prows), file=sys.stderr)
+                kept: list[Any] = list(prows)
+            else:
+                rows.append(measure(fleet, count, args.repeat))
+                print(table(rows[-1:]).splitlines()[2], file=sys.stderr)
+                kept = list(rows)
             if args.json:
-                args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+                args.json.write_text(json.dumps([asdict(r) for r in kept], indent=2) + "\n")
     except Timeout:
         print(f"bench_fleet: stopped after {args.max_seconds} s (--max-seconds)", file=sys.stderr)
         return 1
@@ -439,7 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.keep:
             network = fleet.network if fleet else f"gpuprov-lab-{args.name}"
             down(args.name, network)
-    print(table(rows))
+    print(pipeline_table(prows) if args.pipeline else table(rows))
     return 0
 
 

@@ -27,6 +27,7 @@ refusal fails the host at once with sudo's own words, and the whole exchange has
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import secrets
@@ -113,6 +114,21 @@ def _hop(spec: str) -> tuple[str | None, str, str | None]:
     return user or None, name, port or None
 
 
+# A host that stops answering mid-run (a hang, a dropped route) ends the connection after
+# about a minute instead of never (issue 27): OpenSSH's keepalives on its encrypted channel.
+# The inventory's own values, where it gives them, are kept.
+KEEPALIVE = (("ServerAliveInterval", "15"), ("ServerAliveCountMax", "4"))
+
+
+def _keepalive(passed: Sequence[str]) -> list[str]:
+    given = {_option(b)[0] for a, b in itertools.pairwise(passed) if a == "-o"}
+    out: list[str] = []
+    for key, value in KEEPALIVE:
+        if key.lower() not in given:
+            out += ["-o", f"{key}={value}"]
+    return out
+
+
 def _checking(host: InventoryHost, connect_timeout: float, verbose: bool) -> list[str]:
     argv = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"]
     if host.known_hosts:
@@ -128,7 +144,7 @@ def _proxy_command(
     checked as the target's. Nested commands escape `%` once per level (ssh expands `%%`)."""
     *before, last = jumps
     user, name, port = _hop(last)
-    argv = ["ssh", *_checking(host, timeout, verbose)]
+    argv = ["ssh", *_checking(host, timeout, verbose), *_keepalive(())]
     if config:
         argv += ["-F", config]
     if before:
@@ -166,7 +182,7 @@ def ssh_argv(
     if args.jumps:
         pc = _proxy_command(host, args.jumps, args.config, connect_timeout, verbose)
         argv += ["-o", f"ProxyCommand={pc}"]
-    argv += args.passed
+    argv += [*_keepalive(args.passed), *args.passed]
     if host.user:
         argv += ["-l", host.user]
     argv += ["--", host.address]
@@ -221,6 +237,54 @@ def without_debug(stderr: str) -> str:
     """ssh's stderr without its -v lines (what the remote command and ssh's errors said)."""
     return "\n".join(
         line for line in stderr.splitlines() if not line.startswith(("debug1:", "debug2:"))
+    )
+
+
+def ssh_failure(host: InventoryHost, stderr: str) -> HostError:
+    """ssh's own failure (exit 255) -> a host error naming the hop, the key and the fix."""
+    problem = host_key_problem(stderr)
+    files = ", ".join(host.known_hosts)
+    jumps = jump_hosts(host)
+    if problem is not None:
+        offered = f" (offered {problem.key})" if problem.key else ""
+        hop = "" if not jumps else f" (on the way through {', '.join(jumps)})"
+        if problem.kind == "changed":
+            return HostError(
+                f"host key of {problem.where}{hop} does not match the one in {files}{offered}: "
+                "the host was reinstalled, or someone is in the middle",
+                host=host.name,
+                fix=f"verify the new key out of band, then `ssh-keygen -R '{problem.where}'` "
+                "and add the new one",
+            )
+        return HostError(
+            f"host key of {problem.where}{hop} is unknown{offered}: not in {files}; gpuprov "
+            "never accepts an unknown key",
+            host=host.name,
+            fix=f"verify its fingerprint, then add the key of {problem.where} to "
+            f"{host.known_hosts[0] if host.known_hosts else '~/.ssh/known_hosts'} "
+            "(ssh-keyscan, or ssh there once by hand)",
+        )
+    text = without_debug(stderr).strip()
+    last = text.splitlines()[-1][:300] if text else "ssh exited 255"
+    where = f"{host.address}:{host.port}" + (f" via {', '.join(jumps)}" if jumps else "")
+    if "Permission denied" in text:
+        return HostError(
+            f"SSH authentication to {where} as {host.user or '(local user)'} failed: {last}",
+            host=host.name,
+            fix="check ansible_user and the key (ansible_ssh_private_key_file; a jump host "
+            "takes its user and key from ~/.ssh/config or the agent, as with Ansible)",
+        )
+    if "Connection refused" in text or "timed out" in text or "resolve" in text:
+        return HostError(
+            f"unreachable: {where}: {last}",
+            host=host.name,
+            fix="check ansible_host/ansible_port and the jump host or proxy command in "
+            "ansible_ssh_common_args",
+        )
+    return HostError(
+        f"SSH to {where} failed: {last}",
+        host=host.name,
+        fix="try it by hand: " + shlex.join(ssh_argv(host)) + " true",
     )
 
 

@@ -321,54 +321,6 @@ def _private_key(host: InventoryHost, path: str) -> Any:
         ) from exc
 
 
-def _openssh_error(host: InventoryHost, stderr: str) -> HostError:
-    """ssh's own failure (exit 255) -> a host error naming the hop, the key and the fix."""
-    problem = connection.host_key_problem(stderr)
-    files = ", ".join(host.known_hosts)
-    jumps = connection.jump_hosts(host)
-    if problem is not None:
-        offered = f" (offered {problem.key})" if problem.key else ""
-        hop = "" if not jumps else f" (on the way through {', '.join(jumps)})"
-        if problem.kind == "changed":
-            return HostError(
-                f"host key of {problem.where}{hop} does not match the one in {files}{offered}: "
-                "the host was reinstalled, or someone is in the middle",
-                host=host.name,
-                fix=f"verify the new key out of band, then `ssh-keygen -R '{problem.where}'` "
-                "and add the new one",
-            )
-        return HostError(
-            f"host key of {problem.where}{hop} is unknown{offered}: not in {files}; gpuprov "
-            "never accepts an unknown key",
-            host=host.name,
-            fix=f"verify its fingerprint, then add the key of {problem.where} to "
-            f"{host.known_hosts[0] if host.known_hosts else '~/.ssh/known_hosts'} "
-            "(ssh-keyscan, or ssh there once by hand)",
-        )
-    text = connection.without_debug(stderr).strip()
-    last = text.splitlines()[-1][:300] if text else "ssh exited 255"
-    where = f"{host.address}:{host.port}" + (f" via {', '.join(jumps)}" if jumps else "")
-    if "Permission denied" in text:
-        return HostError(
-            f"SSH authentication to {where} as {host.user or '(local user)'} failed: {last}",
-            host=host.name,
-            fix="check ansible_user and the key (ansible_ssh_private_key_file; a jump host "
-            "takes its user and key from ~/.ssh/config or the agent, as with Ansible)",
-        )
-    if "Connection refused" in text or "timed out" in text or "resolve" in text:
-        return HostError(
-            f"unreachable: {where}: {last}",
-            host=host.name,
-            fix="check ansible_host/ansible_port and the jump host or proxy command in "
-            "ansible_ssh_common_args",
-        )
-    return HostError(
-        f"SSH to {where} failed: {last}",
-        host=host.name,
-        fix="try it by hand: " + shlex.join(connection.ssh_argv(host)) + " true",
-    )
-
-
 def _run_openssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str:
     """The probe through OpenSSH (jump hosts, proxy commands): one round-trip, -v so that a
     refused host key is named with its fingerprint."""
@@ -385,7 +337,7 @@ def _run_openssh(host: InventoryHost, connect_timeout: float, timeout: float) ->
             fix="install openssh-client on this machine",
         ) from exc
     if done.returncode == 255:
-        raise _openssh_error(host, done.stderr)
+        raise connection.ssh_failure(host, done.stderr)
     if done.returncode != 0:
         raise HostError(
             f"the probe exited {done.returncode}: "

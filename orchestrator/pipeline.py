@@ -165,13 +165,18 @@ def _detect(fleet: Fleet, console: Console) -> Detected:
     from .detect import detect_hosts
     from .inventory import Inventory
     from .parsers import parse_host
+    from .progress import StageProgress
 
     inv = cast(Inventory, fleet.handle)
     start = timing.now()
-    result = detect_hosts(
-        replace(inv, hosts=tuple(h for h in inv.hosts if h.name in fleet.hostvars)),
-        on_host=lambda d: timing.TIMINGS.record(d.host, "detect", start, timing.now()),
-    )
+    hosts = tuple(h for h in inv.hosts if h.name in fleet.hostvars)
+    with StageProgress(console, "detect", len(hosts), "unreachable") as stage:
+
+        def done(d: Any) -> None:
+            timing.TIMINGS.record(d.host, "detect", start, timing.now())
+            stage.advance(failed=not d.ok)
+
+        result = detect_hosts(replace(inv, hosts=hosts), on_host=done)
     raw = result.raw
     # the host is the report's own column: its name is not repeated in the reason
     errors = {h: str(HostError(e.message, fix=e.fix)) for h, e in result.failed.items()}
@@ -229,17 +234,6 @@ def _document_vars(
     return {h: plans[h].typed.document_vars() for h in hosts}
 
 
-def _becomes(fleet: Fleet, hosts: Sequence[str]) -> dict[str, Any]:
-    """Hosts whose sudo wants a password: their become (connection.py), for verify."""
-    from .connection import become_of
-    from .inventory import Inventory
-
-    if not isinstance(fleet.handle, Inventory):
-        return {}
-    out = {h: become_of(fleet.handle.host(h)) for h in hosts}
-    return {h: b for h, b in out.items() if b is not None and b.password is not None}
-
-
 def _verify_hosts(
     fleet: Fleet,
     hosts: Sequence[str],
@@ -247,40 +241,30 @@ def _verify_hosts(
     policies: Mapping[str, Policy],
     workdir: Path,
     plan_file: Path | None = None,
+    console: Console | None = None,
 ) -> dict[str, rep.StageResult]:
     """orchestrator.verify: the testinfra suite against the planned state, read from the plan
     document the hosts were applied with (`plan_file`), else one written from the plans."""
+    from .inventory import Inventory
     from .plandoc import write_plan_document
-    from .verify.runner import routed_inventory, run_suite, workers_for
+    from .progress import StageProgress
+    from .verify.runner import run_suite
 
     if plan_file is None:
         plan_file = write_plan_document(workdir, _document_vars(hosts, plans))
-    if fleet.inventory_path is None:
+    if not isinstance(fleet.handle, Inventory):
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
-    vault = fleet.vault
-    asked = (
-        " (a vault password asked with --ask-vault-pass does not reach the suite's "
-        "ansible-inventory: with vault-encrypted vars files, use --vault-password-file)"
-        if vault is not None and vault.password is not None and not vault.password_files
-        else ""
-    )
-    with timing.stage("verify", hosts):
-        run = run_suite(
-            routed_inventory(fleet.sources, _routes(fleet, hosts), workdir),
-            # run_suite passes --hosts=ansible://PATTERN; testinfra splits --hosts on commas and
-            # matches each with fnmatch, so name every host as its own ansible:// spec.
-            ",ansible://".join(hosts),
-            workdir,
-            plan_file=plan_file,
-            workers=workers_for(len(hosts)),
-            stream=False,
-            become=_becomes(fleet, hosts),
-            vault=fleet.vault,
-        )
+    shown = console or Console(stderr=True, quiet=True)
+    with timing.stage("verify", hosts), StageProgress(shown, "verify", len(hosts)) as stage:
+        # each host reached as detection reaches it (jump hosts, become, vault: the inventory
+        # as loaded), one session per host for the whole suite
+        run = run_suite([fleet.handle.host(h) for h in hosts], workdir, plan_file=plan_file)
+        for h in hosts:
+            stage.advance(failed=any(c.status == "fail" for c in run.results.get(h, ())))
     return {
         h: _lost(run.results[h]) or rep.StageResult("done", tuple(run.results[h]))
         if h in run.results
-        else rep.StageResult("error", note="the suite reported nothing for this host" + asked)
+        else rep.StageResult("error", note="the suite reported nothing for this host")
         for h in hosts
     }
 
@@ -622,13 +606,18 @@ def _validation(
         else:
             todo.append(h)
 
+    from .progress import StageProgress
+
+    stage = StageProgress(console, "validate", len(todo))
+
     def one(h: str) -> rep.StageResult:
         def say(msg: str) -> None:
-            console.print(f"validate {escape(h)}: {escape(msg)}")
+            if stage.quiet:  # many hosts: the stage's line and count instead
+                console.print(f"validate {escape(h)}: {escape(msg)}")
 
         try:
             with timing.stage("validate", [h]):
-                return _validate_host(
+                result = _validate_host(
                     fleet,
                     h,
                     detected.facts[h],
@@ -639,9 +628,11 @@ def _validation(
                     opts.image,
                 )
         except OSError as exc:  # the connection itself (ssh missing, ...): this host only
-            return rep.StageResult("error", note=str(exc))
+            result = rep.StageResult("error", note=str(exc))
+        stage.advance(failed=result.failed)
+        return result
 
-    with ThreadPoolExecutor(max_workers=max(1, min(len(todo), 32))) as pool:
+    with stage, ThreadPoolExecutor(max_workers=max(1, min(len(todo), 32))) as pool:
         futures = [pool.submit(one, h) for h in todo]
         try:
             for h, future in zip(todo, futures, strict=True):
@@ -675,7 +666,9 @@ def run_verify(opts: StageOptions) -> int:
     policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     hosts = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
     run_dir = apply_mod.new_run_dir(apply_mod.artifacts_root(opts.artifacts_dir)) if hosts else None
-    verification = _verify_hosts(fleet, hosts, plans, policies, run_dir) if run_dir else {}
+    verification = (
+        _verify_hosts(fleet, hosts, plans, policies, run_dir, console=console) if run_dir else {}
+    )
     reports = rep.host_reports(
         fleet.hosts,
         facts=detected.facts,
@@ -709,6 +702,7 @@ def run_all(opts: StageOptions) -> int:
             done.policies,
             done.result.artifact_dir,
             done.result.plan_file,
+            console,
         )
         detected_facts: Mapping[str, HostFacts] = {**done.detected.facts, **after.facts}
         detect_errors: Mapping[str, str] = {**done.detected.errors, **after.errors}

@@ -396,7 +396,7 @@ kernels() {
     done
     return 0
 }
-cap kernels.txt kernels
+bg cap kernels.txt kernels
 # an unfinished driver upgrade leaves the host drained (roles/driver_upgrade)
 [ -f /var/lib/gpuprov/upgrade.json ] && cap gpuprov-upgrade.txt cat /var/lib/gpuprov/upgrade.json
 for r in "$CONVERGED"/*.json; do
@@ -406,7 +406,8 @@ for r in "$CONVERGED"/*.json; do
     # converged-ROLE.json and converged-ROLE-live.txt (orchestrator/parsers/converged.py)
     live=converged-$role-live.txt
     capo "converged-$role.json" cat "$r"
-    capo "$live" converged_live "$r"
+    # each record's live state (a dpkg-query per package, systemctl per unit) beside the rest
+    bg capo "$live" converged_live "$r"
 done
 # the lab's GPU simulator marker (tests/lab/gpusim): every GPU fact of this host is simulated
 for f in /etc/gpusim/profile.yaml /etc/gpusim/profile; do

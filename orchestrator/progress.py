@@ -217,3 +217,75 @@ class ApplyProgress:
                     str(line.failed),
                 )
         return table
+
+
+# --- a stage over many hosts: one line and a count --------------------------------------------
+
+PER_HOST_LINES = 16  # up to this many hosts, stages print a line per host as they always did
+
+
+@dataclass
+class StageProgress:
+    """One line for a stage over many hosts (detect, validate, verify), not one per host: on
+    a terminal redrawn in place ("validate: 137/500 hosts, 1 failed, 4s"), elsewhere printed
+    every HEARTBEAT_S while the stage runs and once when it ends. Silent for PER_HOST_LINES
+    hosts or fewer (`quiet`), where the stages print per host; thread-safe."""
+
+    console: Console
+    stage: str
+    total: int
+    failed_word: str = "failed"
+    heartbeat_s: float = HEARTBEAT_S
+    clock: Callable[[], float] = time.monotonic
+    done: int = 0
+    failed: int = 0
+    started: float = 0.0
+    _live: Live | None = None
+    _last: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def quiet(self) -> bool:
+        return self.total <= PER_HOST_LINES
+
+    def line(self) -> str:
+        text = f"{self.stage}: {self.done}/{self.total} hosts"
+        if self.failed:
+            text += f", {self.failed} {self.failed_word}"
+        return f"{text}, {elapsed_text(self.clock() - self.started)}"
+
+    def __enter__(self) -> StageProgress:
+        self.started = self._last = self.clock()
+        if not self.quiet and self.console.is_terminal:
+            self._live = Live(
+                console=self.console, refresh_per_second=2, get_renderable=self._render
+            )
+            self._live.__enter__()
+        return self
+
+    def _render(self) -> str:
+        return escape(self.line())
+
+    def advance(self, failed: bool = False) -> None:
+        """One host finished (`failed`: it failed this stage)."""
+        with self._lock:
+            self.done += 1
+            self.failed += int(failed)
+            now = self.clock()
+            due = now - self._last >= self.heartbeat_s and self.done < self.total
+            if due:
+                self._last = now
+        if due and self._live is None and not self.quiet:
+            self.console.print(escape(self.line()), highlight=False)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            self._live.__exit__(exc_type, exc, tb)
+            self._live = None
+        if not self.quiet and exc_type is None:
+            self.console.print(escape(self.line()), highlight=False)

@@ -1,27 +1,32 @@
-"""Run the verification suite with pytest + testinfra and fold its JUnit XML into results."""
+"""Run the verification suite with pytest + testinfra and fold its JUnit XML into results.
+
+`provision verify` runs it over one session per host (orchestrator/verify/backend.py), the
+hosts dealt into a few pytest processes; `suite_command` is the command line to run the suite
+by hand with testinfra's own ansible backend."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from ..errors import BadInputError, HostError
+from ..errors import HostError
+from ..inventory import InventoryHost
 from ..result import CheckResult, Status
 
-if TYPE_CHECKING:
-    from ..connection import Become
-    from ..inventory import VaultOptions
-
 SUITE = Path(__file__).resolve().parent / "suite"
-MAX_WORKERS = 16
+HOSTS_PER_PROCESS = 8
+MAX_PROCESSES = 16
+VERIFY_FD = "GPUPROV_VERIFY_FD"  # suite/conftest.py reads the hosts from this pipe
+SCHEME = "gpuprov"  # the suite's hosts under provision verify (orchestrator/verify/backend.py)
 
 
 @dataclass(frozen=True)
@@ -31,13 +36,6 @@ class VerifyRun:
     results: Mapping[str, tuple[CheckResult, ...]]
     junit: Path
     returncode: int
-
-
-def workers_for(host_count: int, cpus: int | None = None) -> int:
-    """pytest-xdist workers for `host_count` hosts: one per host, at most two per CPU (the
-    checks wait on SSH more than they compute) and at most MAX_WORKERS; 1 runs in-process."""
-    cpu = cpus if cpus is not None else (os.cpu_count() or 1)
-    return max(1, min(host_count, 2 * cpu, MAX_WORKERS))
 
 
 def suite_command(
@@ -116,82 +114,186 @@ def routed_inventory(
     return folder
 
 
+def processes_for(host_count: int, cpus: int | None = None) -> int:
+    """pytest processes for `host_count` hosts: one per HOSTS_PER_PROCESS hosts (each host's
+    checks wait on its session more than they compute), at most one per CPU, 1 at least."""
+    cpu = cpus if cpus is not None else (os.cpu_count() or 1)
+    return max(1, min(math.ceil(host_count / HOSTS_PER_PROCESS), cpu, MAX_PROCESSES))
+
+
+def shards(names: Sequence[str], count: int) -> list[list[str]]:
+    """`names` dealt round-robin into `count` non-empty groups (the inventory order kept
+    within each)."""
+    groups: list[list[str]] = [[] for _ in range(max(1, min(count, len(names))))]
+    for i, name in enumerate(names):
+        groups[i % len(groups)].append(name)
+    return [g for g in groups if g]
+
+
+def _spec(host: InventoryHost) -> dict[str, Any]:
+    return {"host": asdict(host), "vars": dict(host.vars)}
+
+
+@dataclass
+class _Shard:
+    hosts: list[str]
+    junit: Path
+    failed: Path
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+    fd: int = -1
+
+
 def run_suite(
-    inventory: Path | Sequence[Path],
-    pattern: str,
+    hosts: Sequence[InventoryHost],
     workdir: Path,
     plan_file: Path | None = None,
-    workers: int = 1,
-    stream: bool = True,
-    become: Mapping[str, Become] | None = None,
-    vault: VaultOptions | None = None,
+    processes: int | None = None,
 ) -> VerifyRun:
-    """Run the suite against the hosts matching `pattern`; returns results per host.
+    """Run the suite against `hosts`; returns results per host.
 
-    `plan_file`: the plan document (orchestrator/plandoc.py) the hosts were applied with;
-    None: the inventory's variables alone. `become`: host -> its sudo with a password, handed
-    to the suite over an inherited pipe (suite/conftest.py). `vault`: its password files and
-    vault ids go to testinfra's ansible-inventory (a password asked with --ask-vault-pass
-    cannot: inline `!vault` values need none there, a vault-encrypted vars file does)."""
+    Each host is reached as detection and validation reach it (orchestrator/connection.py,
+    through orchestrator/session.py: one session per host for all its checks; become with a
+    password answered once). The hosts are dealt into `processes` pytest processes (default
+    `processes_for`), each opening its hosts' sessions side by side; what each process needs
+    (the hosts, their variables, become passwords) goes to it over an inherited pipe. Their
+    JUnit files are merged into one, `verify-junit.xml`. `plan_file`: the plan document
+    (orchestrator/plandoc.py) the hosts were applied with; None: the inventory's variables.
+    A host whose session cannot be opened has one result, `verify.connection`, with why."""
     workdir.mkdir(parents=True, exist_ok=True)
     junit = workdir / "verify-junit.xml"
+    by_name = {h.name: h for h in hosts}
+    count = processes if processes is not None else processes_for(len(hosts))
     env = dict(os.environ)
-    # testinfra calls ansible-inventory: use the one next to this interpreter.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    if vault is not None and (vault.ids or vault.password_files):
-        env["ANSIBLE_VAULT_IDENTITY_LIST"] = ",".join([*vault.ids, *vault.password_files])
-    one: Path | None = inventory if isinstance(inventory, Path) else None
-    if not isinstance(inventory, Path):
-        # testinfra passes one -i to ansible-inventory; with none, it reads ANSIBLE_INVENTORY
-        # (a comma-separated list: a path holding a comma cannot be one of several sources)
-        listed = [str(Path(p).resolve()) for p in inventory]
-        if any("," in p for p in listed):
-            raise BadInputError(
-                f"inventory {', '.join(listed)}: a path with a comma in its name cannot be "
-                "one of several inventory sources (ANSIBLE_INVENTORY separates them by commas)",
-                fix="rename the file or folder, or pass a single -i",
-            )
-        env["ANSIBLE_INVENTORY"] = ",".join(listed)
-    cmd = suite_command(one, pattern, junit, plan_file, workers)
-    fds: tuple[int, ...] = ()
-    writer: threading.Thread | None = None
-    if become:
-        read_end, write_end = os.pipe()
-        fds = (read_end,)
-        env["GPUPROV_BECOME_FD"] = str(read_end)
-        data = {
-            h: {"user": b.user, "flags": list(b.flags), "password": b.password}
-            for h, b in become.items()
-        }
-
-        def write() -> None:
-            with os.fdopen(write_end, "wb") as pipe:
-                pipe.write(json.dumps(data).encode())
-
-        writer = threading.Thread(target=write, daemon=True)
-        writer.start()
+    env.pop(VERIFY_FD, None)
+    # the suite needs testinfra only: no other installed pytest plugin loads (and costs)
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    runs: list[_Shard] = []
+    writers: list[threading.Thread] = []
     try:
-        proc = subprocess.run(
-            cmd,
-            env=env,
-            stdout=None if stream else subprocess.PIPE,
-            stderr=subprocess.STDOUT if not stream else None,
-            text=True,
-            check=False,
-            pass_fds=fds,
-        )
+        for i, names in enumerate(shards(list(by_name), count)):
+            shard = _Shard(
+                names,
+                workdir / f"verify-junit-{i}.xml",
+                workdir / f"verify-failed-{i}.json",
+                workdir / f"verify-{i}.log",
+            )
+            for stale in (shard.junit, shard.failed):
+                stale.unlink(missing_ok=True)
+            read_end, write_end = os.pipe()
+            shard.fd = read_end
+            data = json.dumps(
+                {"hosts": {n: _spec(by_name[n]) for n in names}}, default=str
+            ).encode()
+            writer = threading.Thread(target=_write, args=(write_end, data), daemon=True)
+            writer.start()
+            writers.append(writer)
+            cmd = shard_command(names, shard.junit, shard.failed, plan_file)
+            with shard.log.open("wb") as log:
+                shard.proc = subprocess.Popen(
+                    cmd,
+                    env={**env, VERIFY_FD: str(read_end)},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(read_end,),
+                )
+            os.close(read_end)
+            shard.fd = -1
+            runs.append(shard)
+        codes = [r.proc.wait() for r in runs if r.proc is not None]
     finally:
-        for fd in fds:
-            os.close(fd)
-        if writer is not None:
-            writer.join(timeout=5)
-    if not junit.exists():
-        detail = "" if stream else (proc.stdout or "")[-2000:]
-        raise HostError(
-            f"the verification suite did not run (pytest exit {proc.returncode}) {detail}",
-            fix="run the command by hand to see why: " + " ".join(cmd),
+        for r in runs:
+            if r.proc is not None and r.proc.poll() is None:
+                r.proc.kill()
+                r.proc.wait()
+            if r.fd >= 0:
+                os.close(r.fd)
+        for w in writers:
+            w.join(timeout=5)
+    failed: dict[str, dict[str, str | None]] = {}
+    for r in runs:
+        if r.failed.exists():
+            failed.update(json.loads(r.failed.read_text("utf-8") or "{}"))
+        if not r.junit.exists() and not all(h in failed for h in r.hosts):
+            tail = r.log.read_text("utf-8", errors="replace")[-2000:] if r.log.exists() else ""
+            raise HostError(
+                f"the verification suite did not run for {', '.join(r.hosts[:5])} "
+                f"(pytest exit {r.proc.returncode if r.proc else '?'}): {tail}",
+                fix="run the suite by hand to see why: "
+                + " ".join(suite_command(Path("INVENTORY"), r.hosts[0], r.junit, plan_file, 1)),
+            )
+    junit.write_text(merge_junit([r.junit.read_text("utf-8") for r in runs if r.junit.exists()]))
+    results = parse_junit(junit.read_text("utf-8"))
+    for name, error in failed.items():
+        results[name] = (
+            CheckResult(
+                name="verify.connection",
+                status="fail",
+                value=None,
+                limit=None,
+                unit="",
+                diagnosis=str(error.get("message") or "")
+                + (f" (fix: {error['fix']})" if error.get("fix") else ""),
+            ),
         )
-    return VerifyRun(parse_junit(junit.read_text()), junit, proc.returncode)
+    # pytest exit 5: nothing collected (every host of the process unreachable, named above)
+    code = max((c for c in codes if c != 5), default=1 if failed else 0)
+    return VerifyRun(results, junit, code)
+
+
+def _write(fd: int, data: bytes) -> None:
+    with os.fdopen(fd, "wb") as pipe:
+        pipe.write(data)
+
+
+def shard_command(
+    hosts: Sequence[str], junit: Path, failed: Path, plan_file: Path | None
+) -> list[str]:
+    """One pytest process of `provision verify`: its hosts on the session backend."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(SUITE),
+        "-p",
+        "testinfra.plugin",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rfEs",
+        "--hosts=" + ",".join(f"{SCHEME}://{h}" for h in hosts),
+        f"--junitxml={junit}",
+        "-o",
+        "junit_family=xunit2",
+        f"--gpuprov-failed={failed}",
+    ]
+    if plan_file is not None:
+        cmd.append(f"--gpuprov-plan={plan_file}")
+    return cmd
+
+
+def merge_junit(documents: Sequence[str]) -> str:
+    """Several pytest JUnit documents -> one, their test cases under one test suite (the
+    counts and times summed), as one pytest process writes it."""
+    root = ET.Element("testsuites")
+    suite = ET.SubElement(root, "testsuite", name="pytest")
+    totals = dict.fromkeys(("errors", "failures", "skipped", "tests"), 0)
+    seconds = 0.0
+    for text in documents:
+        for part in ET.fromstring(text).iter("testsuite"):
+            for key in totals:
+                totals[key] += int(part.get(key, "0") or 0)
+            seconds = max(seconds, float(part.get("time", "0") or 0))
+            suite.extend(part.findall("testcase"))
+            if "timestamp" in part.attrib and "timestamp" not in suite.attrib:
+                suite.set("timestamp", part.attrib["timestamp"])
+            if "hostname" in part.attrib:
+                suite.set("hostname", part.attrib["hostname"])
+    for key, value in totals.items():
+        suite.set(key, str(value))
+    suite.set("time", f"{seconds:.3f}")
+    return ET.tostring(root, encoding="unicode", xml_declaration=True)
 
 
 def _host_and_name(testcase: ET.Element) -> tuple[str, str]:

@@ -322,11 +322,10 @@ def test_a_password_that_cannot_be_asked_is_bad_input(
     assert "--ask-vault-pass: no password could be read" in err and "Traceback" not in err
 
 
-@pytest.mark.ansible
-def test_verify_hands_each_host_its_become_through_a_pipe_to_xdist_workers(
+def test_verify_becomes_once_per_host_in_one_ssh_session(
     tmp_path: Path, doubles: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from orchestrator.verify.runner import run_suite
+    from orchestrator.verify.runner import VERIFY_FD, run_suite
 
     inv = _inventory(
         tmp_path,
@@ -334,21 +333,18 @@ def test_verify_hands_each_host_its_become_through_a_pipe_to_xdist_workers(
         "node-2 ansible_host=10.0.0.2 ansible_user=admin ansible_become=true",
     )
     hosts = load_inventory(inv, become_password=PASSWORD)
-    become = {h.name: connection.become_of(h) for h in hosts.hosts}
-    assert all(b is not None for b in become.values())
-    run = run_suite(
-        inv,
-        "node-1,ansible://node-2",
-        tmp_path / "verify",
-        workers=2,  # pytest-xdist: the workers get it through their worker input
-        stream=False,
-        become={h: b for h, b in become.items() if b is not None},
-    )
+    assert all(connection.become_of(h) is not None for h in hosts.hosts)
+    run = run_suite(list(hosts.hosts), tmp_path / "verify", processes=2)
     assert set(run.results) == {"node-1", "node-2"}, run
+    assert all(r.name != "verify.connection" for rs in run.results.values() for r in rs), run
+    # the whole suite: one SSH session and one sudo (its password answered once) per host
     sudo = _lines(doubles, "sudo")
-    assert len(sudo) >= 4 and all(line.startswith("-S -p [gpuprov become ") for line in sudo)
+    assert len(sudo) == 2 and all(line.startswith("-S -p [gpuprov become ") for line in sudo)
     sessions = _lines(doubles, "ssh")
+    assert len(sessions) == 2
     assert any("10.0.0.1" in s for s in sessions) and any("10.0.0.2" in s for s in sessions)
     for line in [*sudo, *sessions]:
         assert "s3cret" not in line
-    assert "GPUPROV_BECOME_FD" not in os.environ
+    assert VERIFY_FD not in os.environ
+    for log in (tmp_path / "verify").glob("verify-*"):
+        assert "s3cret" not in log.read_text(errors="replace")

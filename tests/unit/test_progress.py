@@ -7,7 +7,7 @@ import time
 
 from rich.console import Console
 
-from orchestrator.progress import ApplyProgress
+from orchestrator.progress import PER_HOST_LINES, ApplyProgress, StageProgress
 
 
 class Clock:
@@ -70,3 +70,39 @@ def test_off_a_terminal_the_heartbeat_prints_lines() -> None:
         _start(p, "a", "Build DKMS")
         time.sleep(0.5)
     assert "still running a: Build DKMS" in out.getvalue()
+
+
+def _plain_console() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, force_terminal=False, width=200), out
+
+
+def test_a_stage_over_500_hosts_is_one_line_and_a_count() -> None:
+    console, out = _plain_console()
+    now = [0.0]
+    with StageProgress(console, "validate", 500, clock=lambda: now[0]) as stage:
+        for i in range(500):
+            now[0] = i * 0.01  # 5 s in all: no heartbeat line (15 s) before the end
+            stage.advance(failed=i in (7, 99))
+    assert out.getvalue().splitlines() == ["validate: 500/500 hosts, 2 failed, 4s"]
+
+
+def test_a_long_stage_says_where_it_is_every_heartbeat() -> None:
+    console, out = _plain_console()
+    now = [0.0]
+    with StageProgress(console, "detect", 100, "unreachable", clock=lambda: now[0]) as stage:
+        for i in range(100):
+            now[0] = i * 0.4  # 40 s in all
+            stage.advance(failed=i == 3)
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == "detect: 100/100 hosts, 1 unreachable, 39s"
+    assert 2 <= len(lines) <= 3 and lines[0].startswith("detect: ") and "/100 hosts" in lines[0]
+
+
+def test_a_small_stage_prints_no_stage_line() -> None:
+    console, out = _plain_console()
+    with StageProgress(console, "verify", PER_HOST_LINES) as stage:
+        assert stage.quiet
+        for _ in range(PER_HOST_LINES):
+            stage.advance()
+    assert out.getvalue() == ""

@@ -9,7 +9,13 @@ import pytest
 from orchestrator.errors import PolicyError
 from orchestrator.knobs import default_table
 from orchestrator.verify.expect import expectation_from_vars, upstream_version
-from orchestrator.verify.runner import parse_junit, suite_command, workers_for
+from orchestrator.verify.runner import (
+    merge_junit,
+    parse_junit,
+    processes_for,
+    shards,
+    suite_command,
+)
 
 DATA = Path(__file__).parent / "data"
 
@@ -110,11 +116,35 @@ def test_suite_command_is_usable_directly(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("hosts", "cpus", "workers"),
-    [(1, 16, 1), (0, 4, 1), (3, 2, 3), (9, 2, 4), (200, 64, 16)],
+    ("hosts", "cpus", "processes"),
+    [(1, 16, 1), (0, 4, 1), (2, 2, 1), (9, 2, 2), (500, 2, 2), (200, 64, 16)],
 )
-def test_workers_follow_the_host_count(hosts: int, cpus: int, workers: int) -> None:
-    assert workers_for(hosts, cpus) == workers
+def test_processes_follow_the_host_count(hosts: int, cpus: int, processes: int) -> None:
+    assert processes_for(hosts, cpus) == processes
+
+
+def test_hosts_are_dealt_into_non_empty_shards() -> None:
+    assert shards(["a", "b", "c"], 2) == [["a", "c"], ["b"]]
+    assert shards(["a"], 4) == [["a"]]
+    dealt = shards([f"h{i}" for i in range(500)], 16)
+    assert len(dealt) == 16 and sorted(h for group in dealt for h in group) == sorted(
+        f"h{i}" for i in range(500)
+    )
+
+
+def test_merged_junit_keeps_every_case_and_sums_the_counts() -> None:
+    one = (
+        '<testsuites><testsuite name="pytest" errors="0" failures="1" skipped="0" tests="2" '
+        'time="1.5"><testcase name="test_a[ansible://n1]"/><testcase name="test_b[ansible://n1]">'
+        '<failure message="AssertionError: b is off">t</failure></testcase></testsuite>'
+        "</testsuites>"
+    )
+    two = one.replace("n1", "n2").replace('time="1.5"', 'time="2.0"')
+    merged = merge_junit([one, two])
+    results = parse_junit(merged)
+    assert sorted(results) == ["n1", "n2"]
+    assert [r.status for r in results["n2"]] == ["pass", "fail"]
+    assert 'tests="4"' in merged and 'failures="2"' in merged and 'time="2.000"' in merged
 
 
 def test_parse_junit_reads_a_pytest_fail_message() -> None:

@@ -1,34 +1,39 @@
-"""Fixtures of the verification suite: the expectation for the host under test, and become
-with a password for the hosts that need one.
+"""Fixtures of the verification suite: the expectation for the host under test, and how
+`provision verify` reaches its hosts.
 
-Become: testinfra's ssh backend runs `sudo /bin/sh -c CMD` with nothing on stdin, which can
-only work with passwordless sudo. For a host whose sudo wants a password, `provision verify`
-hands the suite the host's become (user, flags, password) over an inherited pipe
-($GPUPROV_BECOME_FD, read once here; pytest-xdist workers get it through their worker input,
-never the environment or a file); that host's commands then run as orchestrator/connection.py
-runs them, the password answered on the SSH channel's stdin when sudo asks.
+Transport: under `provision verify` (orchestrator/verify/runner.py) the hosts are named
+`gpuprov://NAME` and reached through orchestrator/verify/backend.py: one session per host
+(one `ssh`, one sudo, its password answered once on the channel when sudo asks) for all of its
+checks, the sessions opened side by side before the first test. How to reach each host and its
+variables come from the runner over an inherited pipe ($GPUPROV_VERIFY_FD, read once here:
+never the environment, a file or a command line, since they hold the become password); the
+suite needs no ansible-inventory then. A host whose session cannot be opened (unreachable, a
+host key, sudo) gets no tests: its one-line error goes to --gpuprov-failed for the runner.
+
+Used directly (`--hosts=ansible://...`, `local://`), testinfra's own backends run the checks.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import shlex
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from orchestrator.connection import Become, become_handshake, become_words
 from orchestrator.errors import BadInputError
+from orchestrator.inventory import InventoryHost
 from orchestrator.plandoc import host_entry, read_plan_document
+from orchestrator.verify import backend
 from orchestrator.verify.expect import Expectation, expectation_from_vars
 
 _PLAN = pytest.StashKey[dict[str, dict[str, Any]]]()
-_BECOME = pytest.StashKey[dict[str, dict[str, Any]]]()
-BECOME_FD = "GPUPROV_BECOME_FD"
+VERIFY_FD = "GPUPROV_VERIFY_FD"
+TRACE = "GPUPROV_VERIFY_TRACE"  # a file: each command's host, seconds and text are added to it
+_TUPLES = ("known_hosts", "groups", "become_flags")
+
+backend.register()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,6 +45,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         'artifacts: {"gpuprov_plan": {"format": 1, "hosts": {host: {variable: value}}}}; '
         'host "*": any host); its variables override the inventory\'s, as in the playbook',
     )
+    parser.addoption(
+        "--gpuprov-failed",
+        default=None,
+        metavar="PATH",
+        help="(provision verify) write the hosts whose session could not be opened here, as "
+        "JSON {host: error}",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,58 +61,60 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_PLAN] = read_plan_document(Path(path)) if path else {}
     except BadInputError as e:
         raise pytest.UsageError(str(e)) from e
-    config.stash[_BECOME] = _read_become(config)
+    backend.REGISTRY.specs.update(_read_hosts())
+    if os.environ.get(TRACE):
+        backend.REGISTRY.trace = []
 
 
-def _read_become(config: pytest.Config) -> dict[str, dict[str, Any]]:
-    worker = getattr(config, "workerinput", None)
-    if worker is not None:
-        return dict(json.loads(worker.get("gpuprov_become", "{}")))
-    fd = os.environ.pop(BECOME_FD, None)
+def _read_hosts() -> dict[str, backend.HostSpec]:
+    fd = os.environ.pop(VERIFY_FD, None)
     if not fd:
         return {}
     with os.fdopen(int(fd), "rb") as pipe:
-        return dict(json.loads(pipe.read() or b"{}"))
+        data = json.loads(pipe.read() or b"{}")
+    out = {}
+    for name, spec in data.get("hosts", {}).items():
+        fields = dict(spec["host"])
+        for key in _TUPLES:
+            fields[key] = tuple(fields.get(key) or ())
+        out[name] = backend.HostSpec(InventoryHost(**fields), dict(spec.get("vars") or {}))
+    return out
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:  # pytest-xdist: each worker's input
-    node.workerinput["gpuprov_become"] = json.dumps(node.config.stash[_BECOME])
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Open every host's session at once; the tests of a host that cannot be reached are
+    deselected (its error is the runner's to report, once)."""
+    registry = backend.REGISTRY
+    if not registry.specs:
+        return
+    registry.open_all(sorted(registry.specs))
+    if not registry.failed:
+        return
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        param = spec.params.get("_testinfra_host") if spec is not None else None
+        name = param.backend.get_hostname() if param is not None else None
+        (drop if name in registry.failed else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
-def _run_become(backend: Any, become: Become, command: str, *args: str, **_: Any) -> Any:
-    """testinfra's SshBackend.run, with sudo's prompt answered on stdin (connection.py)."""
-    remote = shlex.join(become_words(become, ("sh", "-c", backend.quote(command, *args))))
-    ssh, ssh_args = backend._build_ssh_command(remote)
-    proc = subprocess.Popen(
-        backend.quote(" ".join(ssh), *ssh_args),
-        shell=True,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out, err = become_handshake(proc, become, backend.get_hostname())
-    more, more_err = proc.communicate(b"", timeout=600)
-    result = backend.result(proc.returncode, backend.encode(command), out + more, err + more_err)
-    if proc.returncode == 255:
-        raise RuntimeError(result)
-    return result
-
-
-@pytest.fixture(scope="module")
-def host(_testinfra_host: Any, pytestconfig: pytest.Config) -> Any:
-    """testinfra's host; an ansible:// host whose become needs a password runs its commands
-    through `_run_become`."""
-    spec = pytestconfig.stash[_BECOME].get(str(_testinfra_host.backend.get_hostname()))
-    backend = _testinfra_host.backend
-    if spec and backend.get_connection_type() == "ansible":
-        inner = backend.ansible_runner.get_host(
-            backend.host, ssh_config=backend.ssh_config, ssh_identity_file=backend.ssh_identity_file
-        )
-        if inner is not None and inner.backend.NAME in ("ssh", "safe-ssh"):
-            become = Become(spec["user"], tuple(spec["flags"]), spec["password"])
-            inner.backend.run = functools.partial(_run_become, inner.backend, become)
-    return _testinfra_host
+def pytest_unconfigure(config: pytest.Config) -> None:
+    backend.REGISTRY.close_all()
+    trace, where = backend.REGISTRY.trace, os.environ.get(TRACE)
+    if trace is not None and where:
+        with open(where, "a", encoding="utf-8") as out:
+            out.writelines(f"{h}\t{s:.3f}\t{c[:120]!r}\n" for h, s, c in trace)
+    path = config.getoption("--gpuprov-failed", default=None)
+    if path:
+        failed = backend.REGISTRY.failed.items()
+        errors = {h: {"message": e.message, "fix": e.fix} for h, e in failed}
+        Path(path).write_text(json.dumps(errors), "utf-8")
 
 
 @pytest.fixture(scope="session")
@@ -114,7 +128,9 @@ def expect(host: Any, plan_vars: dict[str, dict[str, Any]]) -> Expectation:
     as site.yml's first pre-task overlays them; plan variables under "*" apply to any host
     (e.g. `--hosts=local://` on the GPU host)."""
     variables: dict[str, Any] = {}
-    if host.backend.get_connection_type() == "ansible":
+    if isinstance(host.backend, backend.SessionBackend):
+        variables.update(host.backend.variables())
+    elif host.backend.get_connection_type() == "ansible":
         variables.update(host.ansible.get_variables())
     name = str(variables.get("inventory_hostname", host.backend.get_hostname()))
     entry = host_entry(plan_vars, name)

@@ -111,16 +111,18 @@ def command_runner(host: Any) -> Runner:
 
 def sysfs_gpu_count(host: Any) -> int:
     """NVIDIA display/3D controllers on the PCI bus (works without a driver)."""
-    out = host.run(
-        "for d in /sys/bus/pci/devices/*; do "
-        'printf "%s %s\\n" "$(cat $d/vendor)" "$(cat $d/class)"; done'
-    ).stdout
-    count = 0
+    # one process for the whole bus: `grep -H` prints "DIR/vendor:0x10de", "DIR/class:0x0302.."
+    out = host.run("cd /sys/bus/pci/devices && grep -H . -- */vendor */class 2>/dev/null").stdout
+    seen: dict[str, dict[str, str]] = {}
     for line in out.splitlines():
-        vendor, _, klass = line.partition(" ")
-        if vendor == "0x10de" and klass.startswith("0x03"):
-            count += 1
-    return count
+        path, _, value = line.partition(":")
+        device, _, name = path.rpartition("/")
+        seen.setdefault(device, {})[name] = value.strip()
+    return sum(
+        1
+        for d in seen.values()
+        if d.get("vendor") == "0x10de" and d.get("class", "").startswith("0x03")
+    )
 
 
 def json_file(host: Any, path: str) -> tuple[dict[str, Any] | None, str]:

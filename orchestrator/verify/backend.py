@@ -1,0 +1,134 @@
+"""testinfra's backend for `provision verify`: every command of a host on its one session.
+
+`provision verify` (orchestrator/verify/runner.py) hands the suite, per host, how to reach it
+(the inventory host as orchestrator/inventory.py read it: address, port, user, key, known-hosts
+files, jump hosts, become and its password) and its variables. The suite then names its hosts
+`gpuprov://NAME`; this backend runs each command of host NAME on that host's session
+(orchestrator/session.py: one `ssh`, one sudo, for the whole suite), opened the first time a
+test asks and closed when pytest ends. The tests see testinfra's usual `host` (`run`, `file`,
+`service`, `exists`, ...), and the JUnit names them as before: `test_x[ansible://NAME]`.
+
+Used directly (`pytest orchestrator/verify/suite --hosts=ansible://...`), the suite keeps
+testinfra's own backends; this one is only what `provision verify` selects.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from testinfra.backend import BACKENDS, base
+
+from ..errors import HostError
+from ..inventory import InventoryHost
+from ..session import Output, Session, open_session
+from ..verify.runner import SCHEME
+
+NAME = SCHEME
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """What the suite knows of one host under `provision verify`."""
+
+    host: InventoryHost
+    variables: Mapping[str, Any] = field(default_factory=dict)
+
+
+class _Registry:
+    """The hosts of this pytest process and their sessions (opened once, on first use)."""
+
+    def __init__(self) -> None:
+        self.specs: dict[str, HostSpec] = {}
+        self.sessions: dict[str, Session] = {}
+        self.failed: dict[str, HostError] = {}
+        self.outputs: dict[tuple[str, str], Output] = {}
+        self.trace: list[tuple[str, float, str]] | None = None  # (host, seconds, command)
+        self._lock = threading.Lock()
+
+    def session(self, name: str) -> Session:
+        with self._lock:
+            if name in self.failed:
+                raise self.failed[name]
+            if name not in self.sessions:
+                try:
+                    self.sessions[name] = open_session(self.specs[name].host)
+                except HostError as exc:
+                    self.failed[name] = exc
+                    raise
+            return self.sessions[name]
+
+    def read(self, name: str, command: str) -> Output:
+        """`command`'s output on host `name`, run once per suite run: the suite only reads,
+        and checks one moment of the host; several checks ask the same (the loaded driver,
+        `nvidia-smi -L`, the packages), and asking again only costs the host's time."""
+        key = (name, command)
+        if key not in self.outputs:
+            started = time.monotonic()
+            self.outputs[key] = self.session(name).run(command)
+            if self.trace is not None:
+                self.trace.append((name, time.monotonic() - started, command))
+        return self.outputs[key]
+
+    def open_all(self, names: list[str]) -> None:
+        """Open the sessions of `names` side by side (connection and sudo are the slow part);
+        a host that fails is remembered with its error."""
+        threads = [threading.Thread(target=self._try, args=(n,)) for n in names]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def _try(self, name: str) -> None:
+        try:
+            session = open_session(self.specs[name].host)
+        except HostError as exc:
+            with self._lock:
+                self.failed[name] = exc
+            return
+        with self._lock:
+            self.sessions[name] = session
+
+    def close_all(self) -> None:
+        with self._lock:
+            sessions, self.sessions = list(self.sessions.values()), {}
+        for s in sessions:
+            s.close()
+
+
+REGISTRY = _Registry()
+
+
+class SessionBackend(base.BaseBackend):  # type: ignore[misc]  # testinfra is untyped
+    """testinfra backend `gpuprov://NAME`: commands on NAME's session (REGISTRY)."""
+
+    NAME = NAME
+
+    def __init__(self, hostname: str, *args: Any, **kwargs: Any) -> None:
+        kwargs.pop("sudo", None)  # the session is already the become user's shell
+        kwargs.pop("sudo_user", None)
+        super().__init__(hostname, *args, **kwargs)
+
+    def run(self, command: str, *args: str, **kwargs: Any) -> base.CommandResult:
+        text = self.get_command(command, *args)
+        out = REGISTRY.read(self.hostname, text)
+        return self.result(out.rc, self.encode(text), out.stdout, out.stderr)
+
+    def get_pytest_id(self) -> str:
+        return f"ansible://{self.hostname}"  # the ids (and JUnit names) the suite always had
+
+    def variables(self) -> dict[str, Any]:
+        """The host's inventory variables, with inventory_hostname as Ansible gives it."""
+        spec = REGISTRY.specs[self.hostname]
+        return {**spec.variables, "inventory_hostname": self.hostname}
+
+
+def register() -> None:
+    """Make `gpuprov://` a testinfra connection type (testinfra imports backends by path)."""
+    BACKENDS[NAME] = f"{__name__}.SessionBackend"
+
+
+__all__ = ["NAME", "REGISTRY", "HostSpec", "SessionBackend", "register"]

@@ -1,0 +1,47 @@
+"""`provision verify`'s transport (orchestrator/verify/runner.py + backend.py): the real suite
+in a real pytest process over one session per host. Here the hosts are this machine (local
+connection: the checks fail or skip, no GPU here) and a port nothing listens on (OpenSSH)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from orchestrator.inventory import load_inventory
+from orchestrator.verify.runner import run_suite
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
+def test_an_unreachable_host_is_one_line_and_the_others_are_checked(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(
+        "[gpu_nodes]\n"
+        "here ansible_connection=local\n"
+        f"gone ansible_host=127.0.0.1 ansible_port={port} "
+        f"ansible_ssh_common_args='-o UserKnownHostsFile={known}'\n"
+    )
+    hosts = list(load_inventory(inv).hosts)
+    trace = tmp_path / "trace"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUPROV_VERIFY_TRACE", str(trace))
+        run = run_suite(hosts, tmp_path / "verify", processes=1)
+    (gone,) = run.results["gone"]
+    assert gone.name == "verify.connection" and gone.status == "fail"
+    assert gone.diagnosis.startswith("unreachable: 127.0.0.1:") and "\n" not in gone.diagnosis
+    here = {r.name for r in run.results["here"]}
+    assert {"verify.gpu_count_matches_detection", "verify.no_xid_since_boot"} <= here
+    # the JUnit names as testinfra's ansible backend gave them; none for the unreachable host
+    names = [c.get("name", "") for c in ET.parse(run.junit).getroot().iter("testcase")]
+    assert names and all(n.endswith("[ansible://here]") for n in names)
+    # every distinct command once per host
+    commands = [line.split("\t", 2)[2] for line in trace.read_text().splitlines()]
+    assert len(commands) == len(set(commands)) and len(commands) > 5
