@@ -24,7 +24,7 @@ from orchestrator.facts import (
 from orchestrator.parsers import names
 from orchestrator.parsers._text import ParseError, split_exit
 from orchestrator.parsers.driver_version import parse_driver_version
-from orchestrator.parsers.infiniband import parse_infiniband_vpd
+from orchestrator.parsers.infiniband import parse_infiniband_vpd, parse_pci_vpd
 from orchestrator.parsers.kernel_log import parse_kernel_log
 from orchestrator.parsers.kernels import parse_kernels
 from orchestrator.parsers.nvlink import NvLinkGpu, parse_nvlink_status
@@ -165,6 +165,7 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
     upgrade = c.parse(names.UPGRADE_STATE, _upgrade_state, None)  # before errors is read
     no_ports: tuple[InfinibandDevice, ...] = ()
     infiniband = c.parse(names.INFINIBAND_VPD, parse_infiniband_vpd, no_ports)
+    pci_vpd = c.parse(names.PCI_VPD, parse_pci_vpd, None)
     kernels = c.parse(names.KERNELS, parse_kernels, None)
     return HostFacts(
         host=host,
@@ -184,6 +185,7 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
         held_packages=packages.held,
         services=services,
         infiniband=infiniband,
+        pci_vpd=pci_vpd,
         xids=kernel_log.xids if kernel_log else (),
         uptime_s=c.parse(names.PROC_UPTIME, _uptime, None),
         upgrade=upgrade,
