@@ -90,6 +90,25 @@ class ValidationFigure:
         return round(self.healthy * floor_fraction, 3)
 
 
+FABRIC_KINDS = ("nvlink5", "imex")
+FabricKind = Literal["nvlink5", "imex"]
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The NVLink fabric a GPU model's boards carry, where the host must run something for it.
+
+    nvlink5: an HGX board of `board_gpus` GPUs whose NVSwitches are managed over InfiniBand
+    management ports (SW_MNG in their VPD): fabric manager + NVLink subnet manager on the host.
+    imex: a compute tray of a multi-node NVLink rack (GB200/GB300 NVL): the switch trays manage
+    the fabric; the tray runs nvidia-imex, and no local fabric manager.
+    """
+
+    kind: FabricKind
+    source: str
+    board_gpus: int | None = None  # nvlink5: GPUs on one board (8)
+
+
 @dataclass(frozen=True)
 class GpuModel:
     sku: str
@@ -107,6 +126,7 @@ class GpuModel:
     subsystem_ids: tuple[int, ...] = ()
     memory_mib: int | None = None
     memory_type: str | None = None
+    fabric: Fabric | None = None  # None: no host-side NVLink fabric service implied
 
     def mig_profile(self, name: str) -> MigProfile | None:
         return next((p for p in self.mig_profiles if p.name == name), None)
@@ -167,6 +187,16 @@ class DriverSource:
 
 
 @dataclass(frozen=True)
+class PendingRelease:
+    """An OS release NVIDIA has driver repositories for that gpuprov does not plan yet."""
+
+    os_id: str
+    os_version: str  # as os_release_keys key it ("26.04", "10")
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Catalog:
     gpus: tuple[GpuModel, ...]
     architectures: Mapping[str, OpenModules]
@@ -198,6 +228,16 @@ class Catalog:
         return None
 
     os_release_keys: Mapping[str, ReleaseKey] = dataclasses.field(default_factory=dict)
+    not_yet_supported: tuple[PendingRelease, ...] = ()
+
+    def pending(self, os_id: str, version_id: str) -> PendingRelease | None:
+        """The not-yet-supported entry of this OS release, if the catalog has one."""
+        rule = self.os_release_keys.get(os_id, "version_id")
+        release = version_id.split(".")[0] if rule == "major" else version_id
+        return next(
+            (p for p in self.not_yet_supported if p.os_id == os_id and p.os_version == release),
+            None,
+        )
 
     def __post_init__(self) -> None:
         index: dict[int, GpuModel] = {}
@@ -438,7 +478,19 @@ def _gpu(data: object, index: int, archs: Mapping[str, OpenModules]) -> GpuModel
         subsystem_ids=_hex_ids(e, "subsystem_ids", optional=True),
         memory_mib=e.integer("memory_mib", optional=True),
         memory_type=e.text("memory_type", optional=True),
+        fabric=_fabric(e.data.get("fabric"), f"{e.where} fabric"),
     )
+
+
+def _fabric(data: object, where: str) -> Fabric | None:
+    if data is None:
+        return None
+    e = _Entry(data, where)
+    kind = cast(FabricKind, e.choice("kind", FABRIC_KINDS))
+    board = e.integer("board_gpus", optional=True)
+    if kind == "nvlink5" and not board:
+        raise e._bad("board_gpus", "the number of GPUs on one NVLink5 board (8)")
+    return Fabric(kind=kind, source=e.req_str("source"), board_gpus=board)
 
 
 def _nvswitch(data: object, index: int) -> NvSwitchGeneration:
@@ -587,6 +639,19 @@ def parse_catalog(data: object) -> Catalog:
         known_branches=frozenset(known),
         arch_branches=arch_branches,
         os_release_keys=release_keys,
+        not_yet_supported=tuple(
+            _pending(p, i) for i, p in enumerate(top.items("not_yet_supported", optional=True))
+        ),
+    )
+
+
+def _pending(data: object, index: int) -> PendingRelease:
+    e = _Entry(data, f"not_yet_supported[{index}]")
+    return PendingRelease(
+        os_id=e.req_str("os"),
+        os_version=e.req_str("version"),
+        name=e.req_str("name"),
+        reason=e.req_str("reason"),
     )
 
 

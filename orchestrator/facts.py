@@ -157,6 +157,23 @@ class InfinibandDevice:
     sw_mng: bool | None  # None: the VPD was not readable
 
 
+@dataclass(frozen=True)
+class VpdFunction:
+    """A Mellanox PCI physical function (vendor 0x15b3) and whether its VPD says SW_MNG: the
+    same mark as InfinibandDevice's, read where it exists whatever driver is bound."""
+
+    address: str  # "0000:0b:00.0"
+    sw_mng: bool | None  # None: the VPD was not readable (no root, or an I/O error)
+    infiniband: tuple[str, ...] = ()  # InfiniBand devices registered on it ("mlx5_0")
+
+    @property
+    def label(self) -> str:
+        return f"{self.address} ({', '.join(self.infiniband)})" if self.infiniband else self.address
+
+
+MELLANOX_VENDOR = 0x15B3
+
+
 # Kernel modules NVIDIA's driver container waits for on an NVLink5 system before starting
 # the fabric manager (reference packages.yaml `nvlink5.prerequisites`).
 NVLINK5_MODULES = ("mlx5_core", "ib_umad")
@@ -263,6 +280,8 @@ class HostFacts:
     held_packages: frozenset[str] = frozenset()  # apt-mark hold / dnf versionlock
     services: dict[str, ServiceState] = field(default_factory=dict)  # "docker" -> state
     infiniband: tuple[InfinibandDevice, ...] = ()  # /sys/class/infiniband, with VPD marks
+    # the Mellanox PCI functions' VPD marks; None: not captured (a probe older than this field)
+    pci_vpd: tuple[VpdFunction, ...] | None = None
     xids: tuple[XidEvent, ...] = ()
     uptime_s: float | None = None  # /proc/uptime when detected; ages Xid events
     upgrade: UpgradeState | None = None  # a driver upgrade recorded on the host, if any
@@ -331,12 +350,35 @@ class HostFacts:
 
     @property
     def nvlink5(self) -> bool:
-        """An NVLink5 fabric (HGX B200/B300): an InfiniBand device's VPD says SW_MNG."""
-        return any(d.sw_mng for d in self.infiniband)
+        """An NVLink5 fabric (HGX B200/B300): a device's VPD says SW_MNG (an InfiniBand device,
+        or a Mellanox PCI function whatever driver is bound)."""
+        return bool(self.nvlink5_ports)
 
     @property
     def nvlink5_ports(self) -> tuple[str, ...]:
-        return tuple(d.name for d in self.infiniband if d.sw_mng)
+        """The SW_MNG devices: InfiniBand names, then PCI functions not already named by one."""
+        ports = [d.name for d in self.infiniband if d.sw_mng]
+        for f in self.pci_vpd or ():
+            if f.sw_mng and not set(f.infiniband) & set(ports):
+                ports.append(f.label)
+        return tuple(ports)
+
+    @property
+    def nvlink5_unknown(self) -> tuple[str, ...]:
+        """Devices whose SW_MNG mark detection could not read: an unreadable VPD, or, with no
+        pci-vpd capture, every Mellanox function on the PCI bus. Unknown is never "no"."""
+        unread = [d.name for d in self.infiniband if d.sw_mng is None]
+        if self.pci_vpd is None:
+            named = {d.name for d in self.infiniband if d.sw_mng is not None}
+            if not named:
+                unread += [d.address for d in self.pci if d.vendor_id == MELLANOX_VENDOR]
+        else:
+            unread += [
+                f.label
+                for f in self.pci_vpd
+                if f.sw_mng is None and not set(f.infiniband) & set(unread)
+            ]
+        return tuple(unread)
 
     @property
     def nvlink5_missing_modules(self) -> tuple[str, ...]:

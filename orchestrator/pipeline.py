@@ -308,7 +308,13 @@ def _plan(
 
     with timing.stage("plan", facts):
         policies = load_policies({h: hostvars.get(h, {}) for h in facts}, origins)
-        plans = plan_fleet(facts, policies, catalog, today=dt.datetime.now(dt.UTC).date())
+        plans = plan_fleet(
+            facts,
+            policies,
+            catalog,
+            today=dt.datetime.now(dt.UTC).date(),
+            imex_nodes={h: hostvars.get(h, {}).get("nvidia_driver_imex_nodes") for h in facts},
+        )
     return policies, plans
 
 

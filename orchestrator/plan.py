@@ -23,11 +23,18 @@ from .catalog import (
     parse_version,
     version_at_least,
 )
-from .driver_packages import PackagesUnavailable, driver_packages
+from .driver_packages import DriverPackages, PackagesUnavailable, driver_packages
 from .errors import PolicyError
 from .facts import HostFacts, PciDevice
 from .kernels import kernel_notes
-from .nvlink5 import plan_nvlink5
+from .nvlink5 import (
+    ImexPlan,
+    Nvlink5Plan,
+    imex_nodes,
+    package_format,
+    plan_imex,
+    plan_nvlink5,
+)
 from .policy import Policy
 from .roleplans import (
     DockerPlan,
@@ -45,11 +52,20 @@ SOURCE_NAMES = {"cuda": "NVIDIA's CUDA repository", "distribution": "the distrib
 # `uname -m` -> the CUDA repository's architecture directory (reference/packages.yaml: "arch
 # dir x86_64 for amd64, sbsa for arm64 servers").
 CUDA_ARCH_DIRS = {"x86_64": "x86_64", "aarch64": "sbsa"}
+CUDA_REPOS_URL = "https://developer.download.nvidia.com/compute/cuda/repos/"
 # OSes that Docker's own repository does not serve (tests/recorded/reference/packages.yaml
 # docker_ce.rhel: only /linux/rhel, whose $releasever=2023 path is a 404 on Amazon Linux 2023),
 # and whose own repositories carry docker (https://docs.aws.amazon.com/linux/al2023/ug/ecs.html:
 # "AL2023 includes these packages [containerd, docker] in the core repositories").
 NO_DOCKER_CE = {"amzn": "Amazon Linux"}
+# RHEL and its rebuilds carry no Docker engine of their own (Docker's docs install it from
+# download.docker.com/linux/rhel: tests/recorded/reference/packages.yaml docker_ce.rhel;
+# `moby-engine` is Fedora's), so docker_source=distribution there is bad input.
+NO_DISTRIBUTION_DOCKER = {"rhel": "RHEL", "rocky": "Rocky Linux", "almalinux": "AlmaLinux"}
+# The newest branch whose rpm names and module streams are recorded (reference packages.yaml
+# cuda_rpm.branches: lt_580 / ge_580 from 580's releases; gaps: "rhel9/rhel10 modules.yaml:
+# stream list per branch (>=590)"). dnf hosts at or above this branch are blocked.
+DNF_RECORDED_BELOW = 590
 
 
 RoleInputs = DriverPlan | DockerPlan | ToolkitPlan | MigPlan
@@ -344,6 +360,20 @@ def _distribution_choice(
     return _DriverChoice(offer.branch, offer.version, f"{os_name}'s packaged driver")
 
 
+@dataclass(frozen=True)
+class _DriverDecision:
+    """What `_choose_driver` decided for the driver role; `_explain_driver` words it."""
+
+    choice: _DriverChoice
+    flavour: str
+    keep: bool  # the loaded driver already is the plan
+    version: str  # exact version, "" for the newest of the branch
+    fabric: bool  # the fabric manager is installed
+    nvlink5: Nvlink5Plan | None
+    imex: ImexPlan | None
+    packages: DriverPackages | None
+
+
 def _driver_role(
     facts: HostFacts,
     policy: Policy,
@@ -352,7 +382,26 @@ def _driver_role(
     catalog: Catalog,
     notes: _Notes,
     today: dt.date | None,
+    imex_nodes: Sequence[str] = (),
 ) -> RolePlan | None:
+    decision = _choose_driver(facts, policy, models, nvswitches, catalog, notes, today, imex_nodes)
+    if decision is None:
+        return None
+    return _explain_driver(facts, policy, decision, nvswitches, catalog, notes)
+
+
+def _choose_driver(
+    facts: HostFacts,
+    policy: Policy,
+    models: Sequence[GpuModel],
+    nvswitches: int,
+    catalog: Catalog,
+    notes: _Notes,
+    today: dt.date | None,
+    imex_nodes: Sequence[str],
+) -> _DriverDecision | None:
+    """Branch, version, flavour, fabric services and packages of the driver role; None (with a
+    blocker in `notes`) when no driver can be planned."""
     for m in models:
         if m.min_driver is None:
             notes.warnings.append(
@@ -370,6 +419,7 @@ def _driver_role(
             f"{_os_name(facts)} is not supported by gpuprov's driver role (its repositories "
             f"are not in the catalog); supported: {', '.join(catalog.supported_oses())}; fix: "
             "run one of those, or leave nvidia_driver out of gpuprov_roles for this host"
+            + _unsupported_note(facts, catalog)
         )
         return None
     from_archive = policy.driver_source == "distribution"
@@ -378,41 +428,104 @@ def _driver_role(
         _check_pinned_branch(
             facts.host, policy.driver_branch, policy.driver_version, models, notes, catalog
         )
-    choice: _DriverChoice | None
-    if from_archive:
-        choice = _distribution_choice(facts, policy, models, catalog, notes, flavour, source)
-    else:
-        if facts.arch and facts.arch not in CUDA_ARCH_DIRS:
-            notes.blockers.append(
-                f"CPU architecture {facts.arch}: NVIDIA's CUDA repository has directories for "
-                f"{', '.join(CUDA_ARCH_DIRS)} only; fix: leave this host out (--limit)"
-            )
-            choice = None
-        elif source.cuda_repo is None:
-            has_archive = source.any_distribution_branch or bool(source.distribution)
-            fix = (
-                "set nvidia_driver_source=distribution (its packaged driver) for this host"
-                if has_archive
-                else "leave nvidia_driver out of gpuprov_roles for this host"
-            )
-            notes.blockers.append(
-                f"NVIDIA's CUDA repository has no path for {source.os_id} {source.os_version} in "
-                "the catalog; "
-                f"fix: {fix}"
-            )
-            choice = None
-        elif policy.driver_branch is not None:
-            choice = _DriverChoice(policy.driver_branch, policy.driver_version, "pinned branch")
-        elif policy.driver_version:  # the version names its branch
-            version_branch = branch_of(policy.driver_version)
-            _check_pinned_branch(
-                facts.host, version_branch, policy.driver_version, models, notes, catalog
-            )
-            choice = _DriverChoice(version_branch, policy.driver_version, "pinned version")
-        else:
-            choice = _default_branch(models, catalog, notes)
+    choice = (
+        _distribution_choice(facts, policy, models, catalog, notes, flavour, source)
+        if from_archive
+        else _cuda_choice(facts, policy, models, catalog, notes, source)
+    )
     if choice is None:
         return None
+    _branch_notes(facts, choice, catalog, notes, today)
+    nvlink5 = plan_nvlink5(facts, models, choice.branch, policy.driver_source)
+    imex = plan_imex(models, imex_nodes)
+    if nvlink5 is not None:
+        notes.warnings += nvlink5.warnings
+        notes.blockers += nvlink5.blockers
+    if imex is not None:
+        notes.blockers += imex.blockers
+    on_nvlink5 = nvlink5 is not None and nvlink5.planned
+    # A multi-node tray's fabric is managed by its NVLink switch trays: no local fabric manager.
+    fabric = imex is None and (nvswitches > 0 or on_nvlink5)
+    loaded = facts.loaded_driver
+    keep = (
+        loaded is not None
+        and branch_of(loaded.version) == choice.branch
+        and loaded.flavour == flavour
+        and choice.version in (None, loaded.version)
+        and not _too_old(models, loaded.version)  # e.g. an early R550 release for an H200
+    )
+    version = loaded.version if keep and loaded else (choice.version or "")
+    packages = _packages(facts, policy, choice.branch, flavour, fabric, notes)
+    kernel = kernel_notes(
+        facts,
+        target=version or str(choice.branch),
+        change=not keep,
+        prebuilt=bool(packages and packages.prebuilt),
+    )
+    notes.warnings += kernel.warnings
+    notes.blockers += kernel.blockers
+    return _DriverDecision(choice, flavour, keep, version, fabric, nvlink5, imex, packages)
+
+
+def _cuda_choice(
+    facts: HostFacts,
+    policy: Policy,
+    models: Sequence[GpuModel],
+    catalog: Catalog,
+    notes: _Notes,
+    source: DriverSource,
+) -> _DriverChoice | None:
+    """The branch and version from NVIDIA's CUDA repository."""
+    if facts.arch and facts.arch not in CUDA_ARCH_DIRS:
+        notes.blockers.append(
+            f"CPU architecture {facts.arch}: NVIDIA's CUDA repository has directories for "
+            f"{', '.join(CUDA_ARCH_DIRS)} only; fix: leave this host out (--limit)"
+        )
+        return None
+    if source.cuda_repo is None:
+        has_archive = source.any_distribution_branch or bool(source.distribution)
+        fix = (
+            "set nvidia_driver_source=distribution (its packaged driver) for this host"
+            if has_archive
+            else "leave nvidia_driver out of gpuprov_roles for this host"
+        )
+        notes.blockers.append(
+            f"NVIDIA's CUDA repository has no path for {source.os_id} {source.os_version} in "
+            f"the catalog; fix: {fix}"
+        )
+        return None
+    if policy.driver_branch is not None:
+        choice = _DriverChoice(policy.driver_branch, policy.driver_version, "pinned branch")
+    elif policy.driver_version:  # the version names its branch
+        version_branch = branch_of(policy.driver_version)
+        _check_pinned_branch(
+            facts.host, version_branch, policy.driver_version, models, notes, catalog
+        )
+        choice = _DriverChoice(version_branch, policy.driver_version, "pinned version")
+    else:
+        found = _default_branch(models, catalog, notes)
+        if found is None:
+            return None
+        choice = found
+    if package_format(facts) == "rpm" and choice.branch >= DNF_RECORDED_BELOW:
+        notes.blockers.append(
+            f"R{choice.branch} on a dnf host: nothing recorded says what NVIDIA's rpm "
+            f"repositories hold for branches >= {DNF_RECORDED_BELOW} (module streams and "
+            "package names: tests/recorded/reference/packages.yaml records them up to 580), "
+            "and the role would use 580-style names; fix: pin nvidia_driver_branch to 580 "
+            "(LTSB) for this host until recorded data exists"
+        )
+        return None
+    return choice
+
+
+def _branch_notes(
+    facts: HostFacts,
+    choice: _DriverChoice,
+    catalog: Catalog,
+    notes: _Notes,
+    today: dt.date | None,
+) -> None:
     branch_info = catalog.branch(choice.branch)
     if branch_info is None:
         notes.warnings.append(f"driver branch R{choice.branch} is not in the catalog")
@@ -430,21 +543,46 @@ def _driver_role(
             f"loaded module is {facts.loaded_driver.version} but NVML reports "
             f"{facts.smi.driver_version}: driver/library mismatch until a reboot"
         )
-    nvlink5 = plan_nvlink5(facts, choice.branch, policy.driver_source)
-    if nvlink5 is not None:
-        notes.warnings += nvlink5.warnings
-        notes.blockers += nvlink5.blockers
-    fabric = nvswitches > 0 or nvlink5 is not None
+
+
+def _packages(
+    facts: HostFacts, policy: Policy, branch: int, flavour: str, fabric: bool, notes: _Notes
+) -> DriverPackages | None:
+    """The role's package set for this host, for its CPU architecture (a blocker when none)."""
+    if facts.os is None:
+        return None
+    try:
+        return driver_packages(
+            os_id=facts.os.id,
+            version_id=facts.os.version_id,
+            family=facts.os.family,
+            kernel=facts.kernel,
+            source=policy.driver_source,
+            branch=branch,
+            flavour=flavour,
+            fabricmanager=fabric,
+            architecture=facts.arch or "x86_64",
+        )
+    except PackagesUnavailable as exc:
+        notes.blockers.append(
+            f"{exc}; fix: choose another nvidia_driver_flavour, nvidia_driver_branch or "
+            "nvidia_driver_source for this host (docs/support-matrix.md)"
+        )
+        return None
+
+
+def _explain_driver(
+    facts: HostFacts,
+    policy: Policy,
+    decision: _DriverDecision,
+    nvswitches: int,
+    catalog: Catalog,
+    notes: _Notes,
+) -> RolePlan:
+    """The driver role's typed plan, variables and one-line reason, from the decision."""
+    choice, flavour, version = decision.choice, decision.flavour, decision.version
     loaded = facts.loaded_driver
-    keep = (
-        loaded is not None
-        and branch_of(loaded.version) == choice.branch
-        and loaded.flavour == flavour
-        and choice.version in (None, loaded.version)
-        and not _too_old(models, loaded.version)  # e.g. an early R550 release for an H200
-    )
-    version = loaded.version if keep and loaded else (choice.version or "")
-    if keep and loaded:
+    if decision.keep and loaded:
         action = f"no change: {loaded.version} {flavour} already loaded"
     else:
         target = version or f"R{choice.branch}"
@@ -473,58 +611,73 @@ def _driver_role(
                 "(prebuilt signed modules avoid this)"
             )
     _check_cuda(policy, version or str(choice.branch), catalog, notes)
-    fabric_reason = nvlink5.reason if nvlink5 is not None else _fabric_reason(facts, nvswitches)
-    if fabric and policy.driver_source == "distribution" and facts.os and facts.os.id == "debian":
+    nvlink5, imex = decision.nvlink5, decision.imex
+    if imex is not None:
+        fabric_reason = imex.reason
+    elif nvlink5 is not None:
+        fabric_reason = nvlink5.reason
+    else:
+        fabric_reason = _fabric_reason(facts, nvswitches)
+    if (
+        decision.fabric
+        and policy.driver_source == "distribution"
+        and facts.os
+        and facts.os.id == "debian"
+    ):
         notes.warnings.append(
             "Debian's archive has no fabric manager: nvidia-fabricmanager and libnvidia-nscq come "
             f"from NVIDIA's repository at exactly {version or f'the R{choice.branch} release'}"
         )
-    packages = None
-    if facts.os is not None:
-        try:
-            packages = driver_packages(
-                os_id=facts.os.id,
-                version_id=facts.os.version_id,
-                family=facts.os.family,
-                kernel=facts.kernel,
-                source=policy.driver_source,
-                branch=choice.branch,
-                flavour=flavour,
-                fabricmanager=fabric,
-            )
-        except PackagesUnavailable as exc:
-            notes.blockers.append(
-                f"{exc}; fix: choose another nvidia_driver_flavour, nvidia_driver_branch or "
-                "nvidia_driver_source for this host (docs/support-matrix.md)"
-            )
-    kernel = kernel_notes(
-        facts,
-        target=version or str(choice.branch),
-        change=not keep,
-        prebuilt=bool(packages and packages.prebuilt),
-    )
-    notes.warnings += kernel.warnings
-    notes.blockers += kernel.blockers
     driver = DriverPlan(
         branch=choice.branch,
         version=version or None,
         flavour=flavour,
         source=policy.driver_source,
-        fabricmanager=fabric,
+        fabricmanager=decision.fabric,
         reboot=policy.driver_reboot,
         persistenced=policy.driver_persistenced,
         state_file=policy.driver_state_file,
-        change=not keep,
-        nvlink5=nvlink5 is not None,
+        change=not decision.keep,
+        nvlink5=nvlink5 is not None and nvlink5.planned,
     )
-    return RolePlan.of(
+    packages = decision.packages
+    role_vars = dict(driver.role_vars())
+    if imex is not None:
+        # The roles' interface (roles/nvidia_driver/meta/argument_specs.yml): the planner sets
+        # nvidia_driver_imex on GB200/GB300 trays; the node list is the inventory's.
+        role_vars["nvidia_driver_imex"] = True
+    return RolePlan(
         "nvidia_driver",
-        driver,
+        role_vars,
         reason=f"{action}; {fabric_reason}",
-        change=not keep,
+        change=not decision.keep,
         packages=packages.to_dict() if packages else None,
         packages_line=packages.summary() if packages else "",
+        typed=driver,
     )
+
+
+def _repository(
+    facts: HostFacts,
+    policy: Policy,
+    catalog: Catalog,
+    roles: Sequence[RolePlan],
+    notes: _Notes,
+) -> str:
+    """The plan header's repository: the package line's own (the role's rendered URL), so the
+    two cannot disagree; the catalog's path where no package set was computed."""
+    if "nvidia_driver" not in policy.roles:
+        return ""
+    driver = next((r for r in roles if r.name == "nvidia_driver"), None)
+    url = str((driver.packages or {}).get("repository", "")) if driver else ""
+    path = url.partition(CUDA_REPOS_URL)[2].strip("/") if CUDA_REPOS_URL in url else ""
+    if path and facts.arch == "aarch64" and not path.endswith("/sbsa"):
+        notes.warnings.append(
+            f"NVIDIA's CUDA repository directory {path}: only sbsa is recorded for arm64 "
+            "servers (tests/recorded/reference/packages.yaml cuda_apt.layout); this one is a "
+            "lead (the nvidia_driver role's OS data names it)"
+        )
+    return path or cuda_repository(facts, policy, catalog)
 
 
 def cuda_repository(facts: HostFacts, policy: Policy, catalog: Catalog) -> str:
@@ -538,6 +691,13 @@ def cuda_repository(facts: HostFacts, policy: Policy, catalog: Catalog) -> str:
     if policy.driver_source != "cuda" or source is None or not source.cuda_repo:
         return ""
     return f"{source.cuda_repo}/{CUDA_ARCH_DIRS.get(facts.arch, 'x86_64')}"
+
+
+def _unsupported_note(facts: HostFacts, catalog: Catalog) -> str:
+    """Why an OS release NVIDIA does publish drivers for is still not planned (catalog
+    `not_yet_supported`); "" for any other release."""
+    pending = catalog.pending(facts.os.id, facts.os.version_id) if facts.os else None
+    return f" ({pending.name}: {pending.reason})" if pending else ""
 
 
 def _os_name(facts: HostFacts) -> str:
@@ -608,6 +768,15 @@ def _runtime_roles(facts: HostFacts, policy: Policy, notes: _Notes) -> list[Role
                 "repository (docker_source=distribution)"
             )
             docker_source = "distribution"
+        refused = NO_DISTRIBUTION_DOCKER.get(facts.os.id) if facts.os else None
+        if refused and docker_source == "distribution":
+            raise PolicyError(
+                f"docker_source=distribution on {refused} ({_os_name(facts)}): {refused} ships "
+                "no Docker engine (moby-engine is Fedora's); Docker comes from Docker's "
+                "repository (download.docker.com/linux/rhel)",
+                host=facts.host,
+                fix="set docker_source to docker for this host",
+            )
         source = "Docker's repository" if docker_source == "docker" else "the distribution"
         installed = _docker_package_source(facts.packages)
         if installed and installed != docker_source:
@@ -669,22 +838,11 @@ def _mig_role(
     # Imported here: the MIG layout engine is only needed when a layout is asked for.
     from . import mig
 
-    gpus = []
-    for index, model in enumerate(models):
-        if model is None:
-            continue  # an unknown GPU already blocks the host
-        profiles = tuple(
-            mig.GiProfile(
-                name=p.name,
-                profile_id=p.profile_id,
-                total=p.max_count,
-                compute_slices=p.compute_slices,
-                placements=p.placements,
-                size=p.memory_slices,
-            )
-            for p in model.mig_profiles
-        )
-        gpus.append(mig.MigGpu(index, model.model, model.mig, profiles, model.device_ids[0]))
+    gpus = [
+        mig.gpu_from_catalog(index, model, model.device_ids[0])
+        for index, model in enumerate(models)
+        if model is not None  # an unknown GPU already blocks the host
+    ]
     # parsed and checked once; the typed plan carries it (an empty mapping: only "disabled")
     mig_plan = MigPlan.parse(policy.mig_layout, policy.mig_configs, facts.host)
     layouts = mig.validate_layout(facts.host, mig_plan.parsed, policy.mig_layout, gpus)
@@ -706,10 +864,18 @@ def _mig_role(
 
 
 def plan_host(
-    facts: HostFacts, policy: Policy, catalog: Catalog, *, today: dt.date | None = None
+    facts: HostFacts,
+    policy: Policy,
+    catalog: Catalog,
+    *,
+    today: dt.date | None = None,
+    imex_nodes_value: object = None,
 ) -> HostPlan:
-    """Plan one host. `today` enables end-of-life warnings (None keeps the plan date-free)."""
+    """Plan one host. `today` enables end-of-life warnings (None keeps the plan date-free).
+    `imex_nodes_value`: the host's `nvidia_driver_imex_nodes` as the inventory gives it (the
+    GB200/GB300 trays' IMEX node list; bad values are bad input)."""
     notes = _Notes()
+    nodes = imex_nodes(facts.host, imex_nodes_value)
     gpus = sorted(facts.gpus, key=lambda d: d.address)
     models = [catalog.gpu(d.device_id) for d in gpus]
     for dev, model in zip(gpus, models, strict=True):
@@ -734,7 +900,7 @@ def plan_host(
     nvswitches = _nvswitch_count(facts, catalog, notes, len(gpus))
     roles: list[RolePlan] = []
     if "nvidia_driver" in policy.roles and known:
-        role = _driver_role(facts, policy, known, nvswitches, catalog, notes, today)
+        role = _driver_role(facts, policy, known, nvswitches, catalog, notes, today, nodes)
         if role:
             roles.append(role)
     roles.extend(_runtime_roles(facts, policy, notes))
@@ -747,6 +913,7 @@ def plan_host(
         notes.warnings.append("simulated host: GPU facts come from the lab's GPU simulator")
     roles.sort(key=lambda r: default_roles().position(r.name))
     driver = next((r.typed for r in roles if isinstance(r.typed, DriverPlan)), None)
+    repository = _repository(facts, policy, catalog, roles, notes)
     return HostPlan(
         host=facts.host,
         simulated=facts.simulated,
@@ -756,9 +923,7 @@ def plan_host(
         warnings=tuple(dict.fromkeys(notes.warnings)),
         blockers=tuple(notes.blockers),
         arch=facts.arch,
-        repository=cuda_repository(facts, policy, catalog)
-        if "nvidia_driver" in policy.roles
-        else "",
+        repository=repository,
         validation=ValidationPlan(
             nccl=policy.validation_nccl,
             expected_gpus=policy.validation_expected_gpus,
@@ -775,8 +940,17 @@ def plan_fleet(
     catalog: Catalog,
     *,
     today: dt.date | None = None,
+    imex_nodes: Mapping[str, object] | None = None,
 ) -> dict[str, HostPlan]:
-    """Plan every host; bad input anywhere raises before any plan is returned."""
+    """Plan every host; bad input anywhere raises before any plan is returned. `imex_nodes`:
+    per host, its inventory's `nvidia_driver_imex_nodes`."""
     return {
-        host: plan_host(facts[host], policies[host], catalog, today=today) for host in sorted(facts)
+        host: plan_host(
+            facts[host],
+            policies[host],
+            catalog,
+            today=today,
+            imex_nodes_value=(imex_nodes or {}).get(host),
+        )
+        for host in sorted(facts)
     }

@@ -316,23 +316,46 @@ if [ -d /etc/cdi ] || [ -d /var/run/cdi ]; then
     cap cdi-specs.txt cdi_specs
 fi
 have nvidia-ctk && bg cap nvidia-ctk-version.txt nvidia-ctk --version
-# NVLink5 (HGX B200/B300), detected as NVIDIA's driver container does: an InfiniBand device
-# whose VPD contains SW_MNG (its NVSwitch management port). mlx5_core and ib_umad: lsmod.txt.
+# NVLink5 (HGX B200/B300), detected as NVIDIA's driver container does: a device whose VPD
+# contains SW_MNG (an NVSwitch management port). Two views, one mark each (SW_MNG, - or
+# unreadable: grep's own answer, so an I/O error is never a "no"):
+# - infiniband-vpd.txt: /sys/class/infiniband/*/device/vpd (NVIDIA's path; needs mlx5_ib);
+# - pci-vpd.txt: every Mellanox physical function (vendor 0x15b3) under /sys/bus/pci/devices,
+#   whose vpd exists whatever driver is bound (mode 0600: root only); `ADDR MARK [IBDEV...]`.
+# mlx5_core and ib_umad: lsmod.txt.
+vpd_mark() {
+    if [ ! -r "$1" ]; then
+        printf 'unreadable'
+        return 0
+    fi
+    grep -q SW_MNG "$1" 2>/dev/null
+    case $? in
+    0) printf 'SW_MNG' ;;
+    1) printf '%s' - ;;
+    *) printf 'unreadable' ;;
+    esac
+}
 infiniband_vpd() {
     for f in /sys/class/infiniband/*/device/vpd; do
         [ -e "$f" ] || continue
         d=${f%/device/vpd}
-        if [ ! -r "$f" ]; then
-            printf '%s unreadable\n' "${d##*/}"
-        elif grep -q SW_MNG "$f" 2>/dev/null; then
-            printf '%s SW_MNG\n' "${d##*/}"
-        else
-            printf '%s -\n' "${d##*/}"
-        fi
+        printf '%s %s\n' "${d##*/}" "$(vpd_mark "$f")"
+    done
+    return 0
+}
+mellanox_vpd() {
+    for d in /sys/bus/pci/devices/*; do
+        [ -e "$d/vpd" ] && [ ! -e "$d/physfn" ] || continue
+        rd "$d/vendor"
+        [ "$v" = 0x15b3 ] || continue
+        ib=
+        for i in "$d"/infiniband/*; do [ -e "$i" ] && ib="$ib ${i##*/}"; done
+        printf '%s %s%s\n' "${d##*/}" "$(vpd_mark "$d/vpd")" "$ib"
     done
     return 0
 }
 [ -d /sys/class/infiniband ] && cap infiniband-vpd.txt infiniband_vpd
+cap pci-vpd.txt mellanox_vpd
 # Installed kernels and the NVIDIA module each would load (issue 16): a kernel that boots
 # without one loses the host its GPUs. One line per kernel (/lib/modules, /boot), per module
 # file with modinfo's version and signer, per DKMS tree entry; then the boot loader's default

@@ -21,17 +21,17 @@ from ..facts import (
     SmiGpu,
     UpgradeState,
 )
-from . import names
-from ._text import ParseError, split_exit
-from .driver_version import parse_driver_version
-from .infiniband import parse_infiniband_vpd
-from .kernel_log import parse_kernel_log
-from .kernels import parse_kernels
-from .nvlink import NvLinkGpu, parse_nvlink_status
-from .os_release import parse_os_release
-from .packages import Packages, parse_dpkg_query, parse_rpm_query
-from .proc_modules import parse_proc_modules
-from .runtime import (
+from ..parsers import names
+from ..parsers._text import ParseError, split_exit
+from ..parsers.driver_version import parse_driver_version
+from ..parsers.infiniband import parse_infiniband_vpd, parse_pci_vpd
+from ..parsers.kernel_log import parse_kernel_log
+from ..parsers.kernels import parse_kernels
+from ..parsers.nvlink import NvLinkGpu, parse_nvlink_status
+from ..parsers.os_release import parse_os_release
+from ..parsers.packages import Packages, parse_dpkg_query, parse_rpm_query
+from ..parsers.proc_modules import parse_proc_modules
+from ..parsers.runtime import (
     parse_cdi_specs,
     parse_ctk_version,
     parse_daemon_json,
@@ -189,6 +189,7 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
     upgrade = c.parse(names.UPGRADE_STATE, _upgrade_state, None)  # before errors is read
     no_ports: tuple[InfinibandDevice, ...] = ()
     infiniband = c.parse(names.INFINIBAND_VPD, parse_infiniband_vpd, no_ports)
+    pci_vpd = c.parse(names.PCI_VPD, parse_pci_vpd, None)
     kernels = c.parse(names.KERNELS, parse_kernels, None)
     return HostFacts(
         host=host,
@@ -209,6 +210,7 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
         held_packages=packages.held,
         services=services,
         infiniband=infiniband,
+        pci_vpd=pci_vpd,
         xids=kernel_log.xids if kernel_log else (),
         uptime_s=c.parse(names.PROC_UPTIME, _uptime, None),
         upgrade=upgrade,

@@ -41,6 +41,7 @@ GPUSIM = "gpusim.txt"
 PROC_UPTIME = "proc-uptime.txt"
 UPGRADE_STATE = "gpuprov-upgrade.txt"  # roles/driver_upgrade's state file (JSON)
 INFINIBAND_VPD = "infiniband-vpd.txt"  # SW_MNG marks of /sys/class/infiniband/*/device/vpd
+PCI_VPD = "pci-vpd.txt"  # SW_MNG marks of the Mellanox PCI functions' vpd (any driver bound)
 KERNELS = "kernels.txt"  # installed kernels, their NVIDIA modules, the boot default, MOK state
 # One pair per convergence record on the host (parsers/converged.py, not in PROBE_FILES):
 # converged-ROLE.json (the record) and converged-ROLE-live.txt (its items' state now).
@@ -80,6 +81,7 @@ PROBE_FILES: tuple[str, ...] = (
     CDI_SPECS,
     NVIDIA_CTK_VERSION,
     INFINIBAND_VPD,
+    PCI_VPD,
     KERNELS,
     GPUSIM,
 )

@@ -49,7 +49,13 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         try:
             facts = parse_host(host, split_output(host, str(probe.get("stdout", ""))))
             policy = load_policy(host, policy_vars)
-            plan = plan_host(facts, policy, default_catalog(), today=dt.datetime.now(dt.timezone.utc).date())
+            plan = plan_host(
+                facts,
+                policy,
+                default_catalog(),
+                today=dt.datetime.now(dt.UTC).date(),
+                imex_nodes_value=own.get("nvidia_driver_imex_nodes"),
+            )
         except GpuprovError as exc:
             return {**result, "failed": True, "msg": str(exc)}
         result.update(

@@ -48,9 +48,12 @@ class CatalogGpu(Protocol):
     imported: this file runs on GPU hosts too (the mig role's applier), which have no catalog
     (nor PyYAML), and Ansible ships every module a module_utils file imports."""
 
-    model: str
-    mig: bool
-    mig_profiles: Sequence[Any]
+    @property
+    def model(self) -> str: ...
+    @property
+    def mig(self) -> bool: ...
+    @property
+    def mig_profiles(self) -> Sequence[Any]: ...
 
 
 LAYOUT_DISABLED = "disabled"
