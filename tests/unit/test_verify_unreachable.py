@@ -19,8 +19,7 @@ def test_an_unreachable_host_is_one_line() -> None:
     lost = _lost(results)
     assert lost is not None and lost.state == "error" and lost.checks == ()
     assert lost.note == (
-        "unreachable during verification: ssh: connect to host 127.0.0.1 port 1: "
-        "Connection refused"
+        "unreachable during verification: ssh: connect to host 127.0.0.1 port 1: Connection refused"
     )
 
 
