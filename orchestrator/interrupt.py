@@ -33,11 +33,21 @@ _DRAINED_STEPS = (
 DRAINED_AT_START: dict[str, str] = {}
 
 
-def _run_dir() -> Path | None:
-    """The artifact directory this run made (orchestrator/apply.py remembers it)."""
-    from .apply import LAST_RUN_DIR
+def _run_dir(started: dt.datetime | None, artifacts: str | None) -> Path | None:
+    """The artifact directory this run made (orchestrator/apply.py remembers it), else the
+    newest one not older than the run."""
+    from .apply import LAST_RUN_DIR, artifacts_root
 
-    return LAST_RUN_DIR[-1] if LAST_RUN_DIR else None
+    if LAST_RUN_DIR:
+        return LAST_RUN_DIR[-1]
+    root = artifacts_root(artifacts)
+    if not root.is_dir():
+        return None
+    dirs = [d for d in root.iterdir() if d.is_dir()]
+    if started is not None:
+        since = started.timestamp() - 1
+        dirs = [d for d in dirs if d.stat().st_mtime >= since]
+    return max(dirs, key=lambda d: d.stat().st_mtime).resolve() if dirs else None
 
 
 @dataclass(frozen=True)
@@ -131,7 +141,8 @@ def interrupted_report(args: argparse.Namespace, signal_name: str = "SIGINT") ->
             )
         else:
             lines.append("interrupted; no host had changed yet")
-    run_dir = _run_dir() if progress is not None else None
+    artifacts = getattr(args, "artifacts_dir", None)
+    run_dir = _run_dir(started, artifacts) if progress is not None else None
     upgrades = upgrade_steps(run_dir) if run_dir is not None else {}
     for h in targets:
         if h in DRAINED_AT_START and not (h in upgrades and upgrades[h].step == "undrain"):

@@ -75,6 +75,17 @@ def _ansible_of(lab: RunningLab) -> list[str]:
     return [ln for ln in done.stdout.splitlines() if "pgrep" not in ln]
 
 
+def _sh(lab: RunningLab, host: str, command: str) -> str:
+    """`command` on `host`; ssh itself retried (the shared machine's load drops a session)."""
+    for _attempt in range(5):
+        done = lab.ssh(host, command)
+        if done.returncode != 255:
+            break
+        time.sleep(3)
+    assert done.returncode == 0, f"{host}: {command}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
 def _container(lab: RunningLab, host: str) -> str:
     found = [
         c.name
@@ -253,7 +264,7 @@ def test_a_second_apply_is_refused_by_the_host_lock_and_ctrl_c_stops_the_first(
     host = interrupted["hosts"][first]
     assert host["status"] == "interrupted" and host["drained"] is True, host
     assert f"{first} is drained mid-upgrade (step " in output, output[-3000:]
-    state = json.loads(lab.ssh(first, f"cat {STATE}").stdout)
+    state = json.loads(_sh(lab, first, f"cat {STATE}"))
     assert state["status"] == "in_progress" and "drain" in state["done"], state
     assert state["history"][-1]["step"] == "retarget", state["history"]
     assert not _ansible_of(lab), f"Ansible runs on: {_ansible_of(lab)}"
