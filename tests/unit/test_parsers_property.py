@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from orchestrator.parsers import ParseError, names, parse_host
 from orchestrator.parsers.converged import parse_record, parse_records
 from orchestrator.parsers.driver_version import parse_driver_version, parse_nvrm_line
-from orchestrator.parsers.infiniband import parse_infiniband_vpd
+from orchestrator.parsers.infiniband import parse_infiniband_vpd, parse_pci_vpd
 from orchestrator.parsers.kernel_log import parse_kernel_log
 from orchestrator.parsers.kernels import parse_kernels
 from orchestrator.parsers.mig import parse_lci, parse_lgi, parse_lgip, parse_lgipp
@@ -69,6 +69,7 @@ PARSERS: dict[str, tuple[Callable[[str], Any], str | None]] = {
     "parse_ctk_version": (parse_ctk_version, None),
     "parse_secure_boot": (parse_secure_boot, None),
     "parse_infiniband_vpd": (parse_infiniband_vpd, None),
+    "parse_pci_vpd": (parse_pci_vpd, None),
     "parse_kernels": (parse_kernels, None),
     "parse_services": (parse_services, None),
     "parse_smi_list": (parse_smi_list, names.SMI_L),
