@@ -639,13 +639,11 @@ def _explain_driver(
         state_file=policy.driver_state_file,
         change=not decision.keep,
         nvlink5=nvlink5 is not None and nvlink5.planned,
+        # GB200/GB300 trays: nvidia_driver_imex (the node list stays the inventory's)
+        imex=imex is not None,
     )
     packages = decision.packages
     role_vars = dict(driver.role_vars())
-    if imex is not None:
-        # The roles' interface (roles/nvidia_driver/meta/argument_specs.yml): the planner sets
-        # nvidia_driver_imex on GB200/GB300 trays; the node list is the inventory's.
-        role_vars["nvidia_driver_imex"] = True
     return RolePlan(
         "nvidia_driver",
         role_vars,

@@ -38,6 +38,7 @@ class DriverPlan:
     state_file: str  # the role's record of what it installed and held
     change: bool = True  # False: the loaded driver already is the plan
     nvlink5: bool = False  # NVLink5 switch trays: the subnet manager before the fabric manager
+    imex: bool = False  # GB200/GB300 compute trays: nvidia-imex, no local fabric manager
 
     def role_vars(self) -> dict[str, object]:
         return {
@@ -47,6 +48,7 @@ class DriverPlan:
             "nvidia_driver_source": self.source,
             "nvidia_driver_fabricmanager": self.fabricmanager,
             **({"nvidia_driver_nvlink5": True} if self.nvlink5 else {}),
+            **({"nvidia_driver_imex": True} if self.imex else {}),
             "nvidia_driver_reboot": self.reboot,
             "nvidia_driver_persistenced": self.persistenced,
             "nvidia_driver_state_file": self.state_file,
@@ -200,6 +202,7 @@ class TypedPlan:
                 state_file=v["nvidia_driver_state_file"],
                 change=change,
                 nvlink5=v["nvidia_driver_nvlink5"],
+                imex=v["nvidia_driver_imex"],
             )
         if "docker" in roles:
             docker = DockerPlan(v["docker_source"])
