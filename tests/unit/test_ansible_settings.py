@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -86,20 +87,32 @@ def test_gpuprovs_collection_comes_first_on_the_collections_path(tmp_path: Path)
 def test_an_installed_bundle_gets_a_collection_link_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A wheel's bundle has no committed collections/ link: one is made under the state root,
-    per bundle, pointing at it; made again when it points elsewhere."""
-    bundle = tmp_path / "site-packages" / "orchestrator" / "_bundle"
+    """A wheel's bundle has no committed collections/ link: a folder is made under the state
+    root, per bundle, linking to the bundle's entries and to the package as orchestrator/;
+    made again when a link points elsewhere (or an older gpuprov made one link)."""
+    package = tmp_path / "site-packages" / "orchestrator"
+    bundle = package / "_bundle"
     (bundle / "playbooks").mkdir(parents=True)
     monkeypatch.setattr(paths, "SOURCE_ROOT", bundle)
+    monkeypatch.setattr(paths, "PACKAGE", package)
     monkeypatch.setattr(paths, "state_root", lambda: tmp_path / "state")
     found = paths.collections_dir()
-    link = found / "ansible_collections" / "gpuprov" / "nvidia"
+    folder = found / "ansible_collections" / "gpuprov" / "nvidia"
     assert found.parent == tmp_path / "state" / "collections"
-    assert link.is_symlink() and link.resolve() == bundle.resolve()
+    assert not folder.is_symlink()
+    assert {p.name: p.resolve() for p in folder.iterdir()} == {
+        "playbooks": (bundle / "playbooks").resolve(),
+        "orchestrator": package.resolve(),
+    }
     assert paths.collections_dir() == found  # kept as it is
-    link.unlink()
-    link.symlink_to(tmp_path)
-    assert paths.collections_dir() == found and link.resolve() == bundle.resolve()
+    (folder / "playbooks").unlink()
+    (folder / "playbooks").symlink_to(tmp_path)
+    assert paths.collections_dir() == found
+    assert (folder / "playbooks").resolve() == (bundle / "playbooks").resolve()
+    shutil.rmtree(folder)
+    folder.symlink_to(bundle)  # what an older gpuprov made
+    assert paths.collections_dir() == found and not folder.is_symlink()
+    assert (folder / "orchestrator").resolve() == package.resolve()
 
 
 def test_the_users_config_is_the_one_ansible_finds(
