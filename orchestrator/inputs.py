@@ -176,7 +176,10 @@ def load_extra_vars(
     from .inventory import VaultOptions, _vault_secrets
 
     loader = DataLoader()
-    _vault_secrets(loader, VaultOptions(tuple(vault_ids), tuple(vault_password_files)))
+    if any(v.startswith("@") for v in values):  # a file may be vault-encrypted
+        # an ID whose source is `prompt` would ask now and again later: left to Ansible
+        ids = tuple(i for i in vault_ids if not i.endswith("@prompt") and i != "prompt")
+        _vault_secrets(loader, VaultOptions(ids, tuple(vault_password_files)))
     out: dict[str, Any] = {}
     saved = context.CLIARGS
     try:
@@ -187,7 +190,8 @@ def load_extra_vars(
                 out.update(ansible_vars.load_extra_vars(loader))
             except AnsibleError as exc:
                 text = _first_line(exc)
-                if "vault" in text.lower() and ask_vault_pass and not vault_password_files:
+                asked = ask_vault_pass or any(i.endswith("prompt") for i in vault_ids)
+                if "vault" in text.lower() and asked:
                     continue  # decrypted by ansible-playbook with the password asked later
                 raise BadInputError(
                     f"-e {value!r} cannot be read: {text}", fix=_extra_vars_fix(value, text)

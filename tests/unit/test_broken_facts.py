@@ -218,3 +218,19 @@ def test_a_facts_directory_read_under_lang_c_keeps_utf8_host_names(tmp_path: Pat
 def test_a_facts_directory_saved_under_lang_c_is_utf8_on_disk(tmp_path: Path) -> None:
     assert json.loads(_c_locale("save", str(tmp_path))) == ["nœud-1"]
     assert os.listdir(tmp_path.as_posix().encode()) == ["nœud-1".encode()]
+
+
+def test_live_detection_output_without_a_trailer_is_cut_short_too() -> None:
+    """The probe's stdout (split by orchestrator/probe.py) goes through the same check."""
+    from orchestrator.probe import MARKER, split_output
+
+    raw = _raw()
+    stream = []
+    for name, text in sorted(raw.items()):
+        if name not in names.PROBE_FILES:
+            continue
+        body = text if name != names.SMI_QUERY_GPU else text[: text.index("# exit=")]
+        stream += [f"{MARKER} begin {name}", body.rstrip("\n"), f"{MARKER} end {name}"]
+    stream.append(f"{MARKER} done")
+    facts = parse_host("h", split_output("h", "\n".join(stream) + "\n"))
+    assert facts.truncated == (names.SMI_QUERY_GPU,)
