@@ -446,7 +446,8 @@ def test_at_595_nvidia_smi_is_installed_and_a_full_rerun_changes_nothing(
     """Issue 25: the 595 path's package set provides nvidia-smi (here through the debian12
     double's nvidia-driver-cuda), and converging again (every role, --full) changes nothing."""
     lab, old, _, work = upgrade
-    owner = old.sh('dpkg -S "$(command -v nvidia-smi)"').strip()
+    # /usr/bin/nvidia-smi: the package's; gpusim's wrapper in /usr/local/bin is first on PATH.
+    owner = old.sh("dpkg -S /usr/bin/nvidia-smi").strip()
     assert owner.startswith("nvidia-smi: /usr/bin/nvidia-smi"), owner
     _, versions = _held_and_versions(old)
     assert versions["nvidia-smi"].startswith(f"{PINNED}-"), versions["nvidia-smi"]
