@@ -455,7 +455,9 @@ def _choose_driver(
         and not _too_old(models, loaded.version)  # e.g. an early R550 release for an H200
     )
     version = loaded.version if keep and loaded else (choice.version or "")
-    packages = _packages(facts, policy, choice.branch, flavour, fabric, notes)
+    packages = _packages(
+        facts, policy, choice.branch, flavour, fabric, notes, imex=imex is not None
+    )
     kernel = kernel_notes(
         facts,
         target=version or str(choice.branch),
@@ -546,7 +548,14 @@ def _branch_notes(
 
 
 def _packages(
-    facts: HostFacts, policy: Policy, branch: int, flavour: str, fabric: bool, notes: _Notes
+    facts: HostFacts,
+    policy: Policy,
+    branch: int,
+    flavour: str,
+    fabric: bool,
+    notes: _Notes,
+    *,
+    imex: bool = False,
 ) -> DriverPackages | None:
     """The role's package set for this host, for its CPU architecture (a blocker when none)."""
     if facts.os is None:
@@ -562,6 +571,7 @@ def _packages(
             flavour=flavour,
             fabricmanager=fabric,
             architecture=facts.arch or "x86_64",
+            imex=imex,  # GB200/GB300 trays: nvidia-imex at the driver's version
         )
     except PackagesUnavailable as exc:
         notes.blockers.append(

@@ -120,13 +120,18 @@ def _plan_argv(tmp_path: Path, *extra: str) -> list[str]:
     return ["plan", "--facts", str(_facts(tmp_path, ("node1",))), *extra]
 
 
-@pytest.mark.parametrize("device", ["/dev/null", "/dev/full"])
+@pytest.mark.parametrize(("name", "minor"), [("null", 3), ("full", 7)])
 def test_a_device_as_report_is_refused_and_left_a_device(
-    tmp_path: Path, device: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, name: str, minor: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    if not os.path.exists(device):
-        pytest.skip(f"{device} does not exist here")
-    _refused(_plan_argv(tmp_path, "--report", device), capsys, "is a character device")
+    """A character device made for the test (as /dev/null and /dev/full are: major 1), never
+    the machine's own: a regression here must not replace the real /dev/null of the CI host
+    (it did once, while the fix was checked against the old code)."""
+    if os.geteuid() != 0:
+        pytest.skip("making a device node needs root (CI runs as root)")
+    device = tmp_path / name
+    os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, minor))
+    _refused(_plan_argv(tmp_path, "--report", str(device)), capsys, "is a character device")
     assert stat.S_ISCHR(os.stat(device).st_mode)
 
 
