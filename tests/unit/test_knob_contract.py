@@ -22,7 +22,7 @@ from orchestrator.errors import EXIT_BAD_INPUT, BadInputError, PolicyError
 from orchestrator.knobs import Knob, default_table
 from orchestrator.policy import _RULES, FIELDS, load_policy
 from orchestrator.roleplans import TypedPlan
-from orchestrator.verify.expect import Expectation, expectation_from_vars
+from orchestrator.verify.expect import expectation_from_vars
 
 TABLE = default_table()
 HOST = "gpu-7"
@@ -40,36 +40,36 @@ AUTOMATIC = {  # "" (0 for the count): the planner chooses
 
 # What each reader holds of a knob (the rest it passes on, or does not read).
 POLICY = {knob: field for field, knob in FIELDS.items()}
-TYPED: dict[str, Callable[[TypedPlan], Any]] = {
-    "nvidia_driver_branch": lambda p: p.driver and p.driver.branch,
-    "nvidia_driver_version": lambda p: p.driver and p.driver.version,
-    "nvidia_driver_flavour": lambda p: p.driver and p.driver.flavour,
-    "nvidia_driver_source": lambda p: p.driver and p.driver.source,
-    "nvidia_driver_fabricmanager": lambda p: p.driver and p.driver.fabricmanager,
-    "nvidia_driver_nvlink5": lambda p: p.driver and p.driver.nvlink5,
-    "nvidia_driver_reboot": lambda p: p.driver and p.driver.reboot,
-    "nvidia_driver_persistenced": lambda p: p.driver and p.driver.persistenced,
-    "nvidia_driver_state_file": lambda p: p.driver and p.driver.state_file,
-    "docker_source": lambda p: p.docker and p.docker.source,
-    "nvidia_container_toolkit_version": lambda p: p.toolkit and p.toolkit.version,
-    "nvidia_container_toolkit_default_runtime": lambda p: p.toolkit and p.toolkit.default_runtime,
-    "nvidia_container_toolkit_cdi_spec": lambda p: p.toolkit and p.toolkit.cdi_spec,
-    "gpuprov_roles": lambda p: p.roles,
-    "gpuprov_validation_nccl": lambda p: p.validation.nccl,
-    "gpuprov_validation_expected_gpus": lambda p: p.validation.expected_gpus,
-    "gpuprov_validation_runtime": lambda p: p.validation.runtime,
-    "gpuprov_cuda_version": lambda p: p.validation.cuda_version,
+DRIVER_FIELDS = ("branch", "version", "flavour", "source", "fabricmanager", "nvlink5", "reboot")
+DRIVER_FIELDS += ("persistenced",)
+TYPED = {  # knob -> the typed plan's field ("part.field"; the part None when not planned)
+    **{f"nvidia_driver_{f}": f"driver.{f}" for f in DRIVER_FIELDS},
+    "nvidia_driver_state_file": "driver.state_file",
+    "docker_source": "docker.source",
+    "nvidia_container_toolkit_version": "toolkit.version",
+    "nvidia_container_toolkit_default_runtime": "toolkit.default_runtime",
+    "nvidia_container_toolkit_cdi_spec": "toolkit.cdi_spec",
+    "gpuprov_roles": "roles",
+    **{f"gpuprov_validation_{f}": f"validation.{f}" for f in ("nccl", "expected_gpus", "runtime")},
+    "gpuprov_cuda_version": "validation.cuda_version",
 }
-EXPECT: dict[str, Callable[[Expectation], Any]] = {
-    "nvidia_driver_version": lambda e: e.driver_version,
-    "nvidia_driver_persistenced": lambda e: e.persistenced,
-    "nvidia_driver_state_file": lambda e: e.driver_state_file,
-    "nvidia_driver_fabricmanager": lambda e: e.fabricmanager,
-    "nvidia_container_toolkit_version": lambda e: e.toolkit_version,
-    "nvidia_container_toolkit_cdi_spec": lambda e: e.cdi_spec,
-    "gpuprov_roles": lambda e: e.roles,
-    "gpuprov_validation_expected_gpus": lambda e: e.gpu_count,
+EXPECT = {  # knob -> the expectation's field
+    "nvidia_driver_version": "driver_version",
+    "nvidia_driver_persistenced": "persistenced",
+    "nvidia_driver_state_file": "driver_state_file",
+    "nvidia_driver_fabricmanager": "fabricmanager",
+    "nvidia_container_toolkit_version": "toolkit_version",
+    "nvidia_container_toolkit_cdi_spec": "cdi_spec",
+    "gpuprov_roles": "roles",
+    "gpuprov_validation_expected_gpus": "gpu_count",
 }
+
+
+def _field(record: Any, path: str) -> Any:
+    for part in path.split("."):
+        record = getattr(record, part) if record is not None else None
+    return record
+
 
 WORDS = st.text(alphabet="abcxyz019_-./ ,=:", max_size=12)
 YAML_SCALARS = st.one_of(
@@ -175,8 +175,7 @@ def check_one(name: str, value: Any) -> None:
             assert name in RULED and name in got, f"{where}: ansible-core reads {read_value!r}"
             continue
         if name in holds:
-            field = holds[name]
-            held = getattr(got, field) if isinstance(field, str) else field(got)
+            held = _field(got, holds[name])
             assert held == _expected(name, read_value), f"{where}: ansible-core {read_value!r}"
     for texts in messages.values():  # one error, whoever reads the knob with that spec
         assert len(texts) == 1, texts

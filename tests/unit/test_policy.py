@@ -43,32 +43,6 @@ def test_documented_knobs_are_their_defaults_when_uncommented() -> None:
     assert load_policy("n1", uncommented) == load_policy("n1", variables)
 
 
-def test_ini_strings_are_coerced_like_ansible() -> None:
-    policy = load_policy(
-        "n1",
-        {
-            "nvidia_driver_branch": "580",
-            "nvidia_driver_version": "580.159.04",
-            "nvidia_container_toolkit_default_runtime": "true",
-            "gpuprov_validation_nccl": "no",
-            "gpuprov_validation_expected_gpus": "8",
-            "nvidia_driver_source": "distribution",
-            "nvidia_driver_flavour": "open",
-            "nvidia_driver_reboot": "forbid",
-        },
-    )
-    assert policy.driver_branch == 580
-    assert policy.driver_version == "580.159.04"
-    assert policy.toolkit_default_runtime is True
-    assert policy.validation_nccl is False
-    assert policy.validation_expected_gpus == 8
-    assert (policy.driver_source, policy.driver_flavour, policy.driver_reboot) == (
-        "distribution",
-        "open",
-        "forbid",
-    )
-
-
 def test_empty_means_automatic() -> None:
     policy = load_policy("n1", {"nvidia_driver_branch": "", "nvidia_driver_version": ""})
     assert policy.driver_branch is None and policy.driver_version is None

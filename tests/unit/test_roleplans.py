@@ -114,16 +114,6 @@ def test_inventory_role_inputs_reach_the_document_and_verify() -> None:
     assert (expect.persistenced, expect.cdi_spec) == (False, "/var/run/cdi/nvidia.yaml")
 
 
-@pytest.mark.parametrize(
-    ("name", "value"),
-    [("nvidia_driver_persistenced", "sometimes"), ("nvidia_driver_state_file", "relative.json")],
-)
-def test_a_bad_passed_on_role_input_stops_the_plan(name: str, value: object) -> None:
-    with pytest.raises(PolicyError) as err:
-        load_policy("h200", {name: value})
-    assert name in str(err.value) and "h200" in str(err.value)
-
-
 def test_nvlink5_reaches_the_plan_document() -> None:
     """The planner's NVLink5 decision is a field of the driver plan, so `provision apply`'s
     document carries it (read back from the role's strings, it was dropped)."""
