@@ -69,8 +69,13 @@ def test_a_site_yml_that_disagrees_with_the_table_fails(change: str) -> None:
         play["roles"][1], play["roles"][2] = play["roles"][2], play["roles"][1]
     elif change == "drop":
         del play["roles"][-1]
-    else:
-        play["pre_tasks"][1]["when"] = ["true"]
+    else:  # the driver upgrade's prepare step, wherever it sits among the pre-tasks
+        step = next(
+            t
+            for t in play["pre_tasks"]
+            if t.get("ansible.builtin.include_role", {}).get("name") == FQCN + "driver_upgrade"
+        )
+        step["when"] = ["true"]
     assert site_disagreements(play, default_roles()) != []
 
 
