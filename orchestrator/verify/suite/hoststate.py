@@ -115,9 +115,15 @@ def sysfs_gpu_count(host: Any) -> int:
     out = host.run("cd /sys/bus/pci/devices && grep -H . -- */vendor */class 2>/dev/null").stdout
     seen: dict[str, dict[str, str]] = {}
     for line in out.splitlines():
-        path, _, value = line.partition(":")
-        device, _, name = path.rpartition("/")
-        seen.setdefault(device, {})[name] = value.strip()
+        # "0000:00:06.0/vendor:0x10de": the PCI address holds colons too, so split at the
+        # attribute's name (the real H200 host's bus showed it: 2026-12-01, docs/device.md)
+        path, sep, value = line.partition("/vendor:")
+        name = "vendor"
+        if not sep:
+            path, sep, value = line.partition("/class:")
+            name = "class"
+        if sep:
+            seen.setdefault(path, {})[name] = value.strip()
     return sum(
         1
         for d in seen.values()

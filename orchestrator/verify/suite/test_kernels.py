@@ -18,7 +18,8 @@ from orchestrator.verify.suite import hoststate
 def _kernels_section() -> str:
     script = probe_script()
     start = script.index("kernels() {")
-    end = script.index("cap kernels.txt kernels")
+    # up to the line that captures it (`bg cap kernels.txt kernels`: run in the background)
+    end = script.rindex("\n", 0, script.index("cap kernels.txt kernels")) + 1
     return 'have() { command -v "$1" >/dev/null 2>&1; }\n' + script[start:end] + "kernels\n"
 
 
