@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -297,7 +298,17 @@ def emit_table(
         console.print(row[0], highlight=False, soft_wrap=True)
         for h, cell in zip(headers[1:], row[1:], strict=True):
             if _plain(cell):
-                console.print(f"  {escape(h)}: {cell}", highlight=False, soft_wrap=True)
+                emit_line(console, f"{escape(h)}: {cell}", indent=2)
+
+
+def emit_line(console: Console, markup: str, *, indent: int) -> None:
+    """One indented line of a block: off a terminal as it is (never wrapped by us); on a
+    terminal wrapped at its width with every continuation under the first word, so a long
+    reason stays readable on a narrow console (COLUMNS=40)."""
+    if not console.is_terminal:
+        console.print(" " * indent + markup, highlight=False, soft_wrap=True)
+        return
+    console.print(Padding(Text.from_markup(markup), (0, 0, 0, indent)), highlight=False)
 
 
 def _names(hosts: Sequence[str]) -> str:
@@ -342,11 +353,10 @@ def render_plans(console: Console, plans: Mapping[str, HostPlan], *, full: bool 
             for role in plan.roles
         ]
         emit_table(console, escape(title), ("role", "change", "reason"), rows)
-        off = not console.is_terminal  # a pipe or a log: one line each, not wrapped to a width
-        for w in plan.warnings:
-            console.print(f"  [yellow]warning[/]: {escape(w)}", highlight=False, soft_wrap=off)
+        for w in plan.warnings:  # a pipe or a log: one line each; a terminal: wrapped
+            emit_line(console, f"[yellow]warning[/]: {escape(w)}", indent=2)
         for b in plan.blockers:
-            console.print(f"  [red]blocked[/]: {escape(b)}", highlight=False, soft_wrap=off)
+            emit_line(console, f"[red]blocked[/]: {escape(b)}", indent=2)
     blocked = sum(1 for p in plans.values() if p.blocked)
     changing = sum(1 for p in plans.values() if not p.blocked and any(r.change for r in p.roles))
     console.print(

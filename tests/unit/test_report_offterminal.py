@@ -54,3 +54,28 @@ def test_off_a_terminal_the_plan_is_the_same_at_every_width_and_warnings_stay_wh
     warnings = [w for p in plans.values() for w in p.warnings]
     for w in warnings:
         assert f"  warning: {w}" in texts[60].splitlines()
+
+
+def test_on_a_40_column_terminal_long_reasons_and_warnings_wrap_under_their_indent() -> None:
+    """Issue 27 (13): at COLUMNS=40 the reasons ran past the edge and warnings wrapped to
+    column 0; now every line fits and every continuation keeps the block's indent."""
+    import datetime as dt
+
+    raw = load_dir("tests/unit/fixtures_derived")  # the V100 host: a long reason, 2 warnings
+    raw = {h: r for h, r in raw.items() if h.startswith("v100")}
+    plans = {
+        h: plan_host(
+            parse_host(h, r), load_policy(h, {}), default_catalog(), today=dt.date(2026, 12, 1)
+        )
+        for h, r in raw.items()
+    }
+    assert plans and any(p.warnings for p in plans.values())
+    text = _print(lambda c: rep.render_plans(c, plans), terminal=True, width=40)
+    lines = text.split("\n1 hosts:")[0].splitlines()  # the closing summary line aside
+    body = [ln for ln in lines if ln.strip() and not ln.startswith(tuple(plans))]
+    assert all(len(ln) <= 40 for ln in body), [ln for ln in body if len(ln) > 40]
+    block = [ln for ln in body if not ln.startswith(("nvidia_", "docker", "mig"))]
+    assert all(ln.startswith("  ") for ln in block), [ln for ln in block if ln[:2] != "  "]
+    words = " ".join(ln.strip() for ln in block).split()
+    for w in (w for p in plans.values() for w in p.warnings):
+        assert " ".join(w.split()[:6]) in " ".join(words)
