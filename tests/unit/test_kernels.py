@@ -195,11 +195,14 @@ def test_a_broken_capture_is_a_detection_error_not_a_crash() -> None:
 
 
 def test_the_probe_section_runs_under_posix_sh(tmp_path: Path) -> None:
-    """The probe's kernels() on this machine: it parses, whatever is installed here."""
-    script = (REPO / "orchestrator" / "probe.sh").read_text()
-    body = script[script.index("kernels() {") : script.index("cap kernels.txt kernels")]
-    prog = 'have() { command -v "$1" >/dev/null 2>&1; }\n' + body + "kernels\n"
-    out = subprocess.run(["sh", "-c", prog], capture_output=True, text=True, check=True)
+    """The probe's kernels() on this machine, cut from the probe as the verify suite cuts it
+    (the capture line became `bg cap kernels.txt kernels`; a cut before `cap` left `bg` and
+    failed on the real H200): it parses, whatever is installed here."""
+    from orchestrator.verify.suite.test_kernels import _kernels_section
+
+    out = subprocess.run(
+        ["sh", "-c", _kernels_section()], capture_output=True, text=True, check=True
+    )
     ks = parse_kernels(out.stdout + "# exit=0\n")
     uname = subprocess.run(["uname", "-r"], capture_output=True, text=True, check=True)
     assert ks.running == uname.stdout.strip()

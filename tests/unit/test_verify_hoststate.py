@@ -1,15 +1,13 @@
 """The verify suite's own host readers, against real shapes: the PCI bus of the lent H200
 machine (2026-12-01: `0000:00:06.0 vendor=0x10de device=0x2335 class=0x030200`, the only
-NVIDIA function; docs/device.md) and the probe's kernels section run by sh on this machine."""
+NVIDIA function; docs/device.md). The kernels section the suite cuts from the probe:
+tests/unit/test_kernels.py::test_the_probe_section_runs_under_posix_sh."""
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 
-from orchestrator.parsers.kernels import parse_kernels
 from orchestrator.verify.suite import hoststate
-from orchestrator.verify.suite.test_kernels import _kernels_section
 
 
 @dataclass
@@ -46,13 +44,3 @@ def test_the_gpu_on_a_real_bus_is_counted() -> None:
 def test_nvidia_functions_that_are_no_display_controller_are_not_counted() -> None:
     bus = H200_BUS + "0000:07:00.0/vendor:0x10de\n0000:07:00.0/class:0x068000\n"  # NVSwitch
     assert hoststate.sysfs_gpu_count(_Host(bus)) == 1
-
-
-def test_the_kernels_section_runs_alone() -> None:
-    """Failed on the H200 ("sh: bg: No such job: kernels") once the probe ran the section in
-    the background: the suite cut the script before `cap kernels.txt kernels`."""
-    out = subprocess.run(
-        ["sh", "-c", _kernels_section()], capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert parse_kernels(out.stdout + "# exit=0\n").running
