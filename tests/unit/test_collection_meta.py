@@ -60,27 +60,36 @@ def test_the_execution_environment_names_what_the_controller_side_imports() -> N
         for line in (ROOT / ee["dependencies"]["python"]).read_text().splitlines()
         if line.strip() and not line.startswith("#")
     }
-    # what the action plugin's imports load, in a fresh interpreter
+    # what the action plugin's imports load, in a fresh interpreter: it imports the planner
+    # relatively, under the collection's name (the checkout is the collection through
+    # collections/ansible_collections/gpuprov/nvidia)
     imports = [
-        ast.unparse(n)
+        "from ansible_collections.gpuprov.nvidia."
+        + ast.unparse(n).removeprefix("from ").lstrip(".")
         for n in ast.walk(ast.parse(ACTION.read_text()))
-        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("orchestrator")
+        if isinstance(n, ast.ImportFrom) and n.level and (n.module or "").startswith("orchestrator")
     ]
-    probe = (
-        "import sys; before = set(sys.modules)\n"
-        + "\n".join(imports)
-        + "\nimport orchestrator.mig_apply\n"  # the mig role copies it from the controller
-        + "print('\\n'.join(sorted({m.split('.')[0] for m in set(sys.modules) - before})))"
-    )
-    loaded = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
-    third_party = {
-        dist.lower()
-        for top in loaded
-        if top not in sys.stdlib_module_names and top != "orchestrator"
-        for dist in packages_distributions().get(top, [])
-    }
+    assert imports
+
+    def tops(code: str) -> set[str]:
+        """Top-level modules a fresh interpreter loads for `code` (the checkout as the
+        collection on its path), less the standard library."""
+        probe = (
+            f"import sys; sys.path.insert(0, {str(ROOT / 'collections')!r})\n"
+            "before = set(sys.modules)\n" + code + "\n"
+            "print('\\n'.join(sorted({m.split('.')[0] for m in set(sys.modules) - before})))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-I", "-c", probe], cwd="/", capture_output=True, text=True, check=True
+        ).stdout.split()
+        return {m for m in out if m not in sys.stdlib_module_names}
+
+    def dists(names: set[str]) -> set[str]:
+        return {d.lower() for top in names for d in packages_distributions().get(top, [])}
+
+    loaded = dists(tops("\n".join(imports)))
+    # the action runs inside ansible-playbook: ansible-core and what it loads itself are there
+    core = dists(tops("import ansible.plugins.action, ansible.module_utils.common.arg_spec"))
     # a listed package's own requirements come with it (MarkupSafe with Jinja2)
     implied = {
         Requirement(r).name.lower()
@@ -88,8 +97,9 @@ def test_the_execution_environment_names_what_the_controller_side_imports() -> N
         for r in requires(name) or []
         if "extra ==" not in r
     }
-    assert third_party, loaded
-    assert third_party <= listed | implied, third_party - listed - implied
+    assert "ansible-core" in core
+    assert loaded - core <= listed | implied, loaded - core - listed - implied
+    assert listed <= loaded, listed - loaded  # the list names nothing the planner does not load
 
 
 def test_galaxy_yml_names_repository_documentation_issues_and_the_changelog_this_release() -> None:
