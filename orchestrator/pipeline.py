@@ -293,7 +293,11 @@ def _console(opts: StageOptions) -> Console:
         from .validate.junit import check_path
 
         check_path(opts.junit)
-    return Console(stderr=opts.json, highlight=False)
+    console = Console(stderr=opts.json, highlight=False)
+    # off a terminal (a pipe, a file, a CI log) a message is one line whatever the width, so
+    # what a script or a log reads does not depend on COLUMNS (report.emit_table's rule too)
+    console.soft_wrap = not console.is_terminal
+    return console
 
 
 def _plan(

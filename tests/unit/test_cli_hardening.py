@@ -156,6 +156,9 @@ def test_ctrl_c_exits_130_names_hosts_mid_change_and_leaves_the_report(
     from rich.console import Console
 
     monkeypatch.chdir(tmp_path)
+    # this process's newest run directory is what an interrupted report names first: a run
+    # of an earlier test in the same worker must not stand in for this one's
+    monkeypatch.setattr("orchestrator.apply.LAST_RUN_DIR", [])
     run_dir = tmp_path / "artifacts" / "20261201T000000Z"
 
     def interrupted_apply(args: object) -> int:
