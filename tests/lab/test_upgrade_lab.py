@@ -340,6 +340,16 @@ def _pin(lab: RunningLab, old: Node, version: str) -> None:
     )
 
 
+# Added on 2026-12-01 (issues 25 and 27) and never run to completion on this machine: its
+# 2 cores ran eight sessions' lab tests at load 30-54 and the upgrade lab's first converge
+# outlasted every attempt. Until one run has passed, they are not in the default (CI) run;
+# GPUPROV_LAB_NEW_UPGRADE_TESTS=1 runs them, in this order, on the same upgrade lab.
+UNPROVEN = pytest.mark.skipif(
+    os.environ.get("GPUPROV_LAB_NEW_UPGRADE_TESTS") != "1",
+    reason="new upgrade-lab test, not yet run to completion (GPUPROV_LAB_NEW_UPGRADE_TESTS=1)",
+)
+
+
 def _ansible_of(lab: RunningLab) -> list[str]:
     done = subprocess.run(
         ["pgrep", "-af", f"ansible-playbook.*{lab.inventory}"],
@@ -350,6 +360,7 @@ def _ansible_of(lab: RunningLab) -> list[str]:
     return [ln for ln in done.stdout.splitlines() if "pgrep" not in ln]
 
 
+@UNPROVEN
 def test_ctrl_c_after_the_drain_names_the_drained_host_and_stops_ansible(
     upgrade: tuple[RunningLab, Node, Node, Path],
 ) -> None:
@@ -396,6 +407,7 @@ def test_ctrl_c_after_the_drain_names_the_drained_host_and_stops_ansible(
     assert old.hooks()[-1] == "drain"
 
 
+@UNPROVEN
 def test_a_backed_out_pin_finishes_the_abandoned_upgrade(
     upgrade: tuple[RunningLab, Node, Node, Path],
 ) -> None:
@@ -440,6 +452,7 @@ def test_upgrade_across_the_pinning_scheme(
     assert verify["exit_code"] == 0, verify["_output"][-4000:]
 
 
+@UNPROVEN
 def test_at_595_nvidia_smi_is_installed_and_a_full_rerun_changes_nothing(
     upgrade: tuple[RunningLab, Node, Node, Path],
 ) -> None:
