@@ -1,0 +1,132 @@
+"""The multi-node fabric's data (``fabric.yaml`` beside this module) and what a host's NICs
+are: EFA interfaces by their PCI ids, InfiniBand HCAs by their link layer (issue 30).
+
+Pure functions over HostFacts; the planner (fabricplan.py) and fabric health
+(validate/fabric.py) read these, never raw text.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .catalog import SAFE_LOADER
+from .errors import CatalogError
+from .facts import HostFacts, PciDevice, RdmaDevice
+
+DATA = Path(__file__).with_name("fabric.yaml")
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    efa: int  # EFA interfaces (reference per-instance count)
+    bandwidth_gbps: int | None  # AWS's published total: a lead
+    certainty: str  # of the count
+
+
+@dataclass(frozen=True)
+class FabricCatalog:
+    efa_vendor: int
+    efa_device_ids: frozenset[int]
+    efa_prefix: str
+    plugin_dir: str
+    plugin_libraries: tuple[str, ...]
+    instance_types: Mapping[str, InstanceType]
+    memlock_min_kib: int
+    ib_link_layer: str
+    ib_state: str
+    ib_phys_state: str
+    peermem_paths: tuple[str, ...]
+    dmabuf_min_kernel: tuple[int, int]
+    dmabuf_flavour: str
+
+
+def load_fabric(path: Path = DATA) -> FabricCatalog:
+    try:
+        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
+        efa, ib, gd = doc["efa"], doc["infiniband"], doc["gpudirect"]
+        major, minor = str(gd["dmabuf_min_kernel"]).split(".")
+        return FabricCatalog(
+            efa_vendor=int(efa["pci_vendor"]),
+            efa_device_ids=frozenset(int(d) for d in efa["pci_devices"]),
+            efa_prefix=str(efa["rdma_prefix"]),
+            plugin_dir=str(efa["plugin_dir"]),
+            plugin_libraries=tuple(str(x) for x in efa["plugin_libraries"]),
+            instance_types={
+                str(name): InstanceType(
+                    name=str(name),
+                    efa=int(body["efa"]),
+                    bandwidth_gbps=(
+                        int(body["bandwidth_gbps"]) if "bandwidth_gbps" in body else None
+                    ),
+                    certainty=str(body["certainty"]),
+                )
+                for name, body in efa["instance_types"].items()
+            },
+            memlock_min_kib=int(efa["memlock_min_kib"]),
+            ib_link_layer=str(ib["link_layer"]),
+            ib_state=str(ib["state"]),
+            ib_phys_state=str(ib["phys_state"]),
+            peermem_paths=tuple(str(p) for p in gd["peermem_paths"]),
+            dmabuf_min_kernel=(int(major), int(minor)),
+            dmabuf_flavour=str(gd["dmabuf_flavour"]),
+        )
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as e:
+        raise CatalogError(
+            f"{path}: not a fabric catalog ({type(e).__name__}: {e}); fix: restore it from git"
+        ) from e
+
+
+@functools.cache
+def default_fabric() -> FabricCatalog:
+    return load_fabric()
+
+
+def efa_functions(facts: HostFacts, cat: FabricCatalog | None = None) -> tuple[PciDevice, ...]:
+    """EFA PCI functions on the bus (vendor 0x1d0f, an EFA device id): present whatever
+    driver is bound."""
+    cat = cat or default_fabric()
+    return tuple(
+        d for d in facts.pci if d.vendor_id == cat.efa_vendor and d.device_id in cat.efa_device_ids
+    )
+
+
+def efa_devices(facts: HostFacts, cat: FabricCatalog | None = None) -> tuple[RdmaDevice, ...]:
+    """RDMA devices of the EFA driver (efa_<n>), or on an EFA PCI function."""
+    cat = cat or default_fabric()
+    if facts.fabric is None:
+        return ()
+    functions = {d.address for d in efa_functions(facts, cat)}
+    return tuple(
+        d
+        for d in facts.fabric.devices
+        if d.name.startswith(cat.efa_prefix) or (d.pci and d.pci in functions)
+    )
+
+
+def ib_hcas(facts: HostFacts, cat: FabricCatalog | None = None) -> tuple[RdmaDevice, ...]:
+    """InfiniBand HCAs: RDMA devices with a port on the InfiniBand link layer, other than
+    NVLink5 switch management ports (SW_MNG: the NVLink fabric, not the network)."""
+    cat = cat or default_fabric()
+    if facts.fabric is None:
+        return ()
+    management = set(facts.nvlink5_ports)
+    return tuple(
+        d
+        for d in facts.fabric.devices
+        if d.name not in management and any(p.link_layer == cat.ib_link_layer for p in d.ports)
+    )
+
+
+def kernel_version(release: str) -> tuple[int, int] | None:
+    """ "6.1.0-57-amd64" -> (6, 1)."""
+    parts = release.split("-")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
