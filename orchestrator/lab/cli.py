@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from ..errors import EXIT_OK
+from ..errors import EXIT_OK, BadInputError
 from . import engine, hosts, images
 
 
@@ -17,7 +18,18 @@ def run(args: argparse.Namespace) -> int:
     lab = hosts.lab_name(getattr(args, "name", None))
     if command == "up":
         start = time.monotonic()
-        inventory = hosts.up(lab, args.profile, args.count, args.lab_os)
+        mounts: tuple[tuple[Path, str], ...] = ()
+        if getattr(args, "with_torch", False):
+            from . import torchdir
+
+            if args.lab_os != "debian12":
+                raise BadInputError(
+                    f"--with-torch mounts a CPU PyTorch for Python {torchdir.PYTHON}; "
+                    f"{args.lab_os}'s python3 is another version",
+                    fix="use --os debian12 with --with-torch",
+                )
+            mounts = (torchdir.mount(torchdir.ensure(say=print)),)
+        inventory = hosts.up(lab, args.profile, args.count, args.lab_os, mounts=mounts)
         print(hosts.render_status(lab, hosts.status(lab)), end="")
         print(f"lab {lab}: up in {time.monotonic() - start:.1f} s; inventory: {inventory}")
         print(f"next: provision --inventory {inventory}")

@@ -24,6 +24,12 @@ class HostSpec:
     network: str
     profile_file: Path
     gpusim_dir: Path | None
+    # read-only bind mounts (this machine's path, the host's), e.g. the CPU PyTorch of the
+    # multi-node lab (orchestrator/lab/torchdir.py)
+    mounts: tuple[tuple[Path, str], ...] = ()
+    # Docker's --cpu-shares (default 1024) when set: the host's weight for CPU when the
+    # machine is busy (scripts/lab-tests.sh gives the groups off the critical path less)
+    cpu_shares: int | None = None
 
     @property
     def labels(self) -> dict[str, str]:
@@ -103,6 +109,10 @@ def create_args(spec: HostSpec) -> list[str]:
         args += ["--volume", f"{volume}:{target}"]
     if spec.gpusim_dir is not None:
         args += ["--volume", f"{spec.gpusim_dir}:/opt/gpusim:ro"]
+    for source, target in spec.mounts:
+        args += ["--volume", f"{source}:{target}:ro"]
+    if spec.cpu_shares is not None:
+        args += ["--cpu-shares", str(spec.cpu_shares)]
     for key, value in sorted(spec.labels.items()):
         args += ["--label", f"{key}={value}"]
     return [*args, spec.image]

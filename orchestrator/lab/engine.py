@@ -133,15 +133,23 @@ def log_tail(name: str, lines: int = 5) -> str:
     return " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-lines:]) or "(none)"
 
 
-def network_subnets() -> list[str]:
-    """The IPv4 subnets of every Docker network on this engine."""
-    ids = docker(["network", "ls", "-q"]).split()
-    if not ids:
-        return []
-    out = docker(
-        ["network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", *ids]
-    )
-    return [s for s in out.split() if "." in s]
+def network_subnets(attempts: int = 5) -> list[str]:
+    """The IPv4 subnets of every Docker network on this engine. A network another lab removes
+    between the listing and the inspection (CI's lab groups start and stop labs at the same
+    time) is listed again instead of failing the caller."""
+    for attempt in range(1, attempts + 1):
+        ids = docker(["network", "ls", "-q"]).split()
+        if not ids:
+            return []
+        try:
+            fmt = "{{range .IPAM.Config}}{{.Subnet}} {{end}}"
+            out = docker(["network", "inspect", "--format", fmt, *ids])
+        except LabError as exc:
+            if "not found" not in str(exc) or attempt == attempts:
+                raise
+            continue
+        return [s for s in out.split() if "." in s]
+    return []  # not reached: the last attempt returns or raises
 
 
 def network_gateway(name: str) -> str:

@@ -276,9 +276,31 @@ def _create(spec: container.HostSpec, paths: LabPaths, attempts: int = 3) -> int
             attempt += 1
 
 
-def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) -> Path:
+def _cpu_shares(text: str) -> int | None:
+    """GPUPROV_LAB_CPU_SHARES: Docker's --cpu-shares for new hosts (2 or more; unset or
+    blank: Docker's default, 1024)."""
+    if not text.strip():
+        return None
+    if not text.strip().isdigit() or int(text) < 2:
+        raise BadInputError(
+            f"GPUPROV_LAB_CPU_SHARES={text!r} is not a CPU weight",
+            fix="give a whole number of 2 or more (Docker's default is 1024), or unset it",
+        )
+    return int(text)
+
+
+def up(
+    lab: str,
+    profile: str,
+    count: int,
+    os_name: str,
+    *,
+    say: Say = print,
+    mounts: Sequence[tuple[Path, str]] = (),
+) -> Path:
     """Start `count` hosts of `os_name` with `profile` (reusing running ones); return the
-    inventory path. Hosts of the lab with another OS stay and stay in the inventory."""
+    inventory path. Hosts of the lab with another OS stay and stay in the inventory.
+    `mounts`: read-only bind mounts for new hosts (this machine's path, the host's)."""
     if count < 1:
         raise BadInputError(f"--count {count} starts no host", fix="give --count 1 or more")
     recipe = images.recipe_for(os_name)
@@ -286,6 +308,7 @@ def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) ->
     profile_name = profile_src.stem
     engine.require_engine()
     sysctl.check_inotify(sysctl.inotify_limits())
+    cpu_shares = _cpu_shares(os.environ.get("GPUPROV_LAB_CPU_SHARES", ""))
     paths = lab_paths(lab)
     paths.root.mkdir(parents=True, exist_ok=True)
     image = images.ensure(recipe, STATE_ROOT / ".cache" / "lab", say=say)
@@ -333,6 +356,8 @@ def up(lab: str, profile: str, count: int, os_name: str, *, say: Say = print) ->
             network=network,
             profile_file=paths.profile(name),
             gpusim_dir=gpusim if gpusim.is_dir() else None,
+            mounts=tuple(mounts),
+            cpu_shares=cpu_shares,
         )
         started[name] = _create(spec, paths)
     repo_vars = doubles.serve(APTREPO_DIR, _aptrepo_state(), network)

@@ -47,3 +47,38 @@ def test_missing_docker_binary_says_how_to_install_it(monkeypatch: pytest.Monkey
     with pytest.raises(LabError, match="not installed") as err:
         engine.docker(["info"])
     assert err.value.fix == engine.ENGINE_FIX
+
+
+def test_a_network_removed_between_listing_and_inspection_is_listed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # CI on 2026-12-02: group d's lab listed the networks while group b's removed one of them;
+    # the daemon's answer below is the one CI printed
+    listings = [["25931ea639ef", "26256beccae6"], ["25931ea639ef"]]
+    calls: list[list[str]] = []
+
+    def fake(args: list[str], **_: object) -> str:
+        calls.append(list(args))
+        if args[:2] == ["network", "ls"]:
+            return "\n".join(listings.pop(0)) + "\n"
+        if "26256beccae6" in args:
+            raise LabError(
+                f"`docker {' '.join(args)}` failed (exit 1): "
+                "Error response from daemon: network 26256beccae6 not found"
+            )
+        return "10.213.0.0/24 \n"
+
+    monkeypatch.setattr(engine, "docker", fake)
+    assert engine.network_subnets() == ["10.213.0.0/24"]
+    assert [c[:2] for c in calls] == [["network", "ls"], ["network", "inspect"]] * 2
+
+
+def test_other_inspection_failures_are_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fake(args: list[str], **_: object) -> str:
+        if args[:2] == ["network", "ls"]:
+            return "abc\n"
+        raise LabError("`docker network inspect` failed (exit 1): permission denied")
+
+    monkeypatch.setattr(engine, "docker", fake)
+    with pytest.raises(LabError, match="permission denied"):
+        engine.network_subnets()

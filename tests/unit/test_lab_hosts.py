@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,27 @@ def test_down_forgets_exactly_its_hosts_cached_facts(tmp_path: Path) -> None:
     assert sorted(p.name for p in gone) == ["lab-deb12-2", "s1_lab-deb12-1"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s1_other-lab-deb12-1", "s1_xlab-deb12-1"]
     assert hosts.forget_facts(["lab-deb12-1"], tmp_path / "absent") == []
+
+
+def test_cpu_shares_only_when_asked(tmp_path: Path) -> None:
+    assert "--cpu-shares" not in container.create_args(spec(tmp_path))
+    weighted = container.create_args(dataclasses.replace(spec(tmp_path), cpu_shares=512))
+    assert pairs(weighted, "--cpu-shares") == ["512"]
+    assert weighted[-1] == "gpuprov-lab/debian12:0123456789ab"  # the image stays last
+
+
+@pytest.mark.parametrize("text", ["", "  "])
+def test_cpu_shares_unset_is_dockers_default(text: str) -> None:
+    assert hosts._cpu_shares(text) is None
+
+
+@pytest.mark.parametrize("text", ["0", "1", "-5", "half", "1.5"])
+def test_cpu_shares_refuses_what_is_no_weight(text: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        hosts._cpu_shares(text)
+    assert f"GPUPROV_LAB_CPU_SHARES={text!r}" in str(err.value)
+    assert "fix: give a whole number of 2 or more" in str(err.value)
+
+
+def test_cpu_shares_read_as_a_number() -> None:
+    assert hosts._cpu_shares("512") == 512
