@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup engine venv images demo test test-unit test-ansible test-lab lint clean
+.PHONY: setup engine venv images demo test test-unit test-ansible test-lab test-lab-extended lint clean
 
 setup: engine venv images
 
@@ -23,13 +23,17 @@ demo: setup
 	./scripts/demo.sh
 
 # The venv's bin on PATH: testinfra's Ansible backend runs ansible-inventory from PATH.
-# Unit tests on both cores, then the lab tests in two groups at once (scripts/lab-tests.sh).
+# Unit tests on both cores, then the lab tests in four groups at once (scripts/lab-tests.sh).
 test: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest -q -p no:cacheprovider -n 2 -m "not lab" tests
 	VENV=$(VENV) ./scripts/lab-tests.sh
 
 test-lab: setup
 	VENV=$(VENV) ./scripts/lab-tests.sh
+
+# The lab tests CI leaves out (scripts/lab-tests.sh, "extended tier") with all the others.
+test-lab-extended: setup
+	GPUPROV_LAB_EXTENDED=1 VENV=$(VENV) ./scripts/lab-tests.sh
 
 # The tiers (docs/benchmarks.md, "Test tiers"): pure unit tests (parsers, planner, report; no
 # real Ansible) for the inner loop, then role renders through real Ansible; `make test` runs both.

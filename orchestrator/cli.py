@@ -309,6 +309,22 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "--image", default=None, help="container image for --runtime docker (a PyTorch one)"
             )
+            p.add_argument(
+                "--multinode",
+                action="store_true",
+                default=None,
+                help="also run one all-reduce across all the hosts, a rank on every GPU "
+                "(docs/validation.md)",
+            )
+            p.add_argument(
+                "--dcgm-level",
+                dest="dcgm_level",
+                type=int,
+                choices=(1, 2, 3, 4),
+                default=None,
+                help="also run NVIDIA DCGM's `dcgmi diag -r N` on each host (the dcgm role "
+                "installs it; docs/validation.md: what each level runs, how long)",
+            )
 
     p = sub.add_parser(
         "lab",
@@ -321,6 +337,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--profile", default="p5.48xlarge", help="profile name or YAML path")
     up.add_argument("--count", type=int, default=2)
     up.add_argument("--os", dest="lab_os", choices=("debian12", "debian13"), default="debian12")
+    up.add_argument(
+        "--with-torch",
+        action="store_true",
+        help="mount a CPU PyTorch read-only into the hosts, for validate --multinode (gloo)",
+    )
     status = lab.add_parser("status", help="show the lab's hosts")
     down = lab.add_parser("down", help="remove every container, network and volume the lab made")
     for lab_parser in (up, status, down):

@@ -262,6 +262,66 @@ class UpgradeState:
 
 
 @dataclass(frozen=True)
+class RdmaPort:
+    """A port of an RDMA device: /sys/class/infiniband/<device>/ports/<n>/ (or ibstatus)."""
+
+    device: str  # "efa_0", "mlx5_ib0"
+    port: int
+    state: str  # the name after the number: "ACTIVE" ("4: ACTIVE"); "" when not shown
+    phys_state: str  # "LinkUp" ("5: LinkUp"); "" when not shown
+    rate_gbps: float | None  # "400 Gb/sec (4X NDR)" -> 400.0; None when not shown
+    link_layer: str  # "InfiniBand", "Ethernet"; "" when not shown
+
+
+@dataclass(frozen=True)
+class RdmaDevice:
+    """An entry of /sys/class/infiniband with the PCI function it sits on."""
+
+    name: str
+    pci: str  # "0000:10:00.0"; "" when the entry has no device link
+    vendor_id: int | None
+    device_id: int | None
+    ports: tuple[RdmaPort, ...] = ()
+
+
+@dataclass(frozen=True)
+class FiInfo:
+    """`fi_info -p efa -t FI_EP_RDM`: the efa provider's RDM domains ("efa_0-rdm")."""
+
+    exit_code: int | None
+    domains: tuple[str, ...]  # distinct domains of `provider: efa` blocks
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and bool(self.domains)
+
+
+@dataclass(frozen=True)
+class FabricFacts:
+    """The multi-node fabric as detection found it (issue 30; probe.sh `rdma`)."""
+
+    devices: tuple[RdmaDevice, ...] = ()
+    uverbs: tuple[str, ...] = ()  # /dev/infiniband/uverbsN
+    memlock: str = ""  # `ulimit -l`: "unlimited" or KiB as text; "" when not read
+    peermem: tuple[str, ...] = ()  # NCCL's peer-memory paths present (GPUDirect by peermem)
+    efa_installer: str | None = None  # the installer manifest's version; None: not installed
+    ofi_nccl: tuple[str, ...] = ()  # aws-ofi-nccl libraries under /opt/amazon/ofi-nccl/lib
+    fi_info: FiInfo | None = None  # None: no fi_info on the host
+    ibstatus: tuple[RdmaPort, ...] | None = None  # None: no ibstatus on the host
+
+    @property
+    def memlock_unlimited(self) -> bool:
+        return self.memlock == "unlimited"
+
+    @property
+    def memlock_kib(self) -> int | None:
+        return int(self.memlock) if self.memlock.isdigit() else None
+
+    def device(self, name: str) -> RdmaDevice | None:
+        return next((d for d in self.devices if d.name == name), None)
+
+
+@dataclass(frozen=True)
 class HostFacts:
     host: str
     os: OsInfo | None
@@ -287,6 +347,7 @@ class HostFacts:
     upgrade: UpgradeState | None = None  # a driver upgrade recorded on the host, if any
     arch: str = ""  # `uname -m`: "x86_64", "aarch64"; "" when unknown
     kernels: KernelState | None = None  # installed kernels and modules; None: not probed
+    fabric: FabricFacts | None = None  # RDMA devices and their stack; None: not probed
     # --- what validation's health checks read besides the above (validate/health.py). Kept
     # as detection captured it and parsed once, on first use: the planner never needs the
     # full `nvidia-smi -q` tree, which costs about 12x the fabric fast path parse_host takes

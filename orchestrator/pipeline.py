@@ -66,6 +66,8 @@ class StageOptions:
     full: bool = False
     runtime: str | None = None  # validate --runtime
     image: str | None = None  # validate --image
+    multinode: bool = False  # validate --multinode
+    dcgm_level: int | None = None  # validate --dcgm-level: dcgmi diag -r N as well
     artifacts_dir: str | None = None  # --artifacts-dir (or $GPUPROV_ARTIFACTS_DIR)
     ansible_args: Mapping[str, Any] = field(default_factory=dict)  # -e, --tags, vault, -K...
 
@@ -206,8 +208,10 @@ def _validate_host(
     runtime: str | None,
     progress: Any = None,
     image: str | None = None,
+    dcgm_level: int | None = None,
 ) -> rep.StageResult:
-    """orchestrator.validate (GPU, NCCL and host health checks) for one host."""
+    """orchestrator.validate (GPU, NCCL and host health checks; DCGM's diag when asked) for
+    one host."""
     try:
         runner = importlib.import_module("orchestrator.validate.runner")
     except ModuleNotFoundError:
@@ -223,6 +227,7 @@ def _validate_host(
         runtime=runtime,
         image=image,
         progress=progress,
+        dcgm_level=dcgm_level,
     )
     return rep.StageResult("done", tuple(checks))
 
@@ -636,6 +641,7 @@ def _validation(
                     opts.runtime,
                     say,
                     opts.image,
+                    opts.dcgm_level,
                 )
         except OSError as exc:  # the connection itself (ssh missing, ...): this host only
             result = rep.StageResult("error", note=str(exc))
@@ -655,11 +661,35 @@ def _validation(
     return {h: out[h] for h in hosts}
 
 
+def _multinode(
+    fleet: Fleet, detected: Detected, validation: dict[str, rep.StageResult], console: Console
+) -> dict[str, rep.StageResult]:
+    """validate --multinode: one all-reduce across every host validated (orchestrator/
+    validate/multinode_launch.py); its results join each host's own."""
+    from .validate.multinode_launch import validate_fleet
+
+    hosts = [h for h in fleet.hosts if validation[h].state == "done"]
+    if not hosts:
+        return validation
+    with timing.stage("validate", hosts):
+        extra = validate_fleet(
+            {h: detected.facts[h] for h in hosts},
+            {h: _executor(fleet, h) for h in hosts},
+            say=lambda msg: console.print(escape(msg)),
+        )
+    return {
+        h: rep.StageResult("done", (*r.checks, *extra.get(h, ())), r.note) if h in extra else r
+        for h, r in validation.items()
+    }
+
+
 def run_validate(opts: StageOptions) -> int:
     console = _console(opts)
     fleet, detected = _detect_fleet(opts, console)
     policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     validation = _validation(fleet, fleet.hosts, detected, plans, policies, opts)
+    if opts.multinode:
+        validation = _multinode(fleet, detected, validation, console)
     reports = rep.host_reports(
         fleet.hosts,
         facts=detected.facts,

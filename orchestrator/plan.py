@@ -25,6 +25,7 @@ from .catalog import (
 )
 from .driver_packages import DriverPackages, PackagesUnavailable, driver_packages
 from .errors import PolicyError
+from .fabricplan import plan_fabric
 from .facts import HostFacts, PciDevice
 from .kernels import kernel_notes
 from .nvlink5 import (
@@ -37,8 +38,11 @@ from .nvlink5 import (
 )
 from .policy import Policy
 from .roleplans import (
+    DcgmPlan,
     DockerPlan,
     DriverPlan,
+    EfaPlan,
+    InfinibandPlan,
     MigPlan,
     ToolkitPlan,
     TypedPlan,
@@ -68,7 +72,10 @@ NO_DISTRIBUTION_DOCKER = {"rhel": "RHEL", "rocky": "Rocky Linux", "almalinux": "
 DNF_RECORDED_BELOW = 590
 
 
-RoleInputs = DriverPlan | DockerPlan | ToolkitPlan | MigPlan
+RoleInputs = DriverPlan | DockerPlan | ToolkitPlan | MigPlan | EfaPlan | InfinibandPlan | DcgmPlan
+# DCGM 4 ships -cuda12 for these architectures even on 580 (CUDA 13): tests/recorded/reference/
+# dcgm.yaml dcgm.compatibility.driver, "Volta/Pascal/Maxwell on 580 must use -cuda12".
+DCGM_CUDA12_ARCHS = frozenset({"maxwell", "pascal", "volta"})
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,8 @@ class HostPlan:
         parts = {r.name: r.typed for r in self.roles}
         driver, docker = parts.get("nvidia_driver"), parts.get("docker")
         toolkit, mig_plan = parts.get("nvidia_container_toolkit"), parts.get("mig")
+        efa, infiniband = parts.get("efa"), parts.get("infiniband")
+        dcgm = parts.get("dcgm")
         return TypedPlan(
             host=self.host,
             roles=tuple(r.name for r in self.roles),
@@ -155,6 +164,9 @@ class HostPlan:
             toolkit=toolkit if isinstance(toolkit, ToolkitPlan) else None,
             mig=mig_plan if isinstance(mig_plan, MigPlan) else None,
             upgrade=self.upgrade,
+            efa=efa if isinstance(efa, EfaPlan) else None,
+            infiniband=infiniband if isinstance(infiniband, InfinibandPlan) else None,
+            dcgm=dcgm if isinstance(dcgm, DcgmPlan) else None,
         )
 
 
@@ -871,6 +883,51 @@ def _mig_role(
     return RolePlan.of("mig", mig_plan, reason)
 
 
+def _dcgm_role(
+    facts: HostFacts,
+    policy: Policy,
+    known: Sequence[GpuModel],
+    driver: DriverPlan | None,
+    catalog: Catalog,
+    notes: _Notes,
+) -> RolePlan | None:
+    """DCGM 4 (opt-in: `dcgm` in gpuprov_roles), its -cuda<N> flavour from the driver."""
+    if "dcgm" not in policy.roles:
+        return None
+    loaded = facts.loaded_driver
+    branch = driver.branch if driver else (branch_of(loaded.version) if loaded else None)
+    if policy.dcgm_cuda_major is not None:
+        major, why = int(policy.dcgm_cuda_major), f"dcgm_cuda_major={policy.dcgm_cuda_major}"
+    elif branch is None:
+        notes.blockers.append(
+            "dcgm is in gpuprov_roles but no driver is planned or loaded to choose DCGM's CUDA "
+            "flavour from; fix: add nvidia_driver to gpuprov_roles, or set dcgm_cuda_major"
+        )
+        return None
+    else:
+        # the highest CUDA major whose minor-version compatibility floor the branch reaches
+        majors = [
+            int(m)
+            for m, floor in catalog.cuda_compat_min_driver.items()
+            if branch >= int(str(floor).split(".")[0])
+        ]
+        major = max(majors, default=0)
+        why = f"R{branch} runs CUDA {major}"
+        old = sorted({m.arch for m in known} & DCGM_CUDA12_ARCHS)
+        if major > 12 and old:
+            major, why = 12, f"{'/'.join(old)} GPUs take DCGM's CUDA 12 flavour on R{branch}"
+    exporter = (
+        f"; exporter ({policy.dcgm_exporter}) on port {policy.dcgm_exporter_port}"
+        if policy.dcgm_exporter != "none"
+        else ""
+    )
+    reason = (
+        f"DCGM 4 {policy.dcgm_version or '(newest, then held)'} with -cuda{major}: {why}" + exporter
+    )
+    plan = DcgmPlan(policy.dcgm_version, major, policy.dcgm_exporter, policy.dcgm_exporter_port)
+    return RolePlan.of("dcgm", plan, reason)
+
+
 def plan_host(
     facts: HostFacts,
     policy: Policy,
@@ -915,6 +972,12 @@ def plan_host(
     mig_role = _mig_role(facts, policy, models, notes)
     if mig_role:
         roles.append(mig_role)
+    driver_plan = next((r.typed for r in roles if isinstance(r.typed, DriverPlan)), None)
+    for name, typed, reason in plan_fabric(facts, policy, driver_plan, notes.warnings):
+        roles.append(RolePlan.of(name, typed, reason))  # orchestrator/fabricplan.py
+    dcgm_role = _dcgm_role(facts, policy, known, driver_plan, catalog, notes)
+    if dcgm_role:
+        roles.append(dcgm_role)
     notes.warnings.extend(f"detection: {e}" for e in facts.errors)
     check_captures(facts, catalog, notes.warnings, notes.blockers)  # orchestrator/sanity.py
     if facts.simulated:

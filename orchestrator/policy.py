@@ -75,6 +75,21 @@ def _count(value: int, raw: Any) -> int | None:
     return value or None
 
 
+def _at_least_zero(value: int, raw: Any) -> int | None:
+    if value < 0:
+        raise _Refused("a number of at least 0 (0: no expectation)")
+    return value or None
+
+
+def _cuda_major(value: str, raw: Any = None) -> str | None:
+    text = str(value).strip()
+    if text == "":
+        return None
+    if text not in ("11", "12", "13"):
+        raise _Refused('a CUDA major DCGM 4 ships a flavour for: "11", "12", "13", or ""')
+    return text
+
+
 # knob -> what the planner makes of its (validated) value; the rest is taken as read
 _RULES: Mapping[str, Callable[[Any, Any], Any]] = {
     "gpuprov_roles": lambda value, raw: tuple(value),
@@ -88,8 +103,13 @@ _RULES: Mapping[str, Callable[[Any, Any], Any]] = {
     "nvidia_container_toolkit_cdi_spec": _absolute,
     "nvidia_container_toolkit_version": lambda value, raw: _automatic(value.strip()),
     "mig_layout": lambda value, raw: _automatic(value.strip()),
+    "dcgm_version": lambda value, raw: _automatic(value.strip()),
+    "dcgm_cuda_major": lambda value, raw: _cuda_major(value),
     "gpuprov_validation_expected_gpus": _count,
     "gpuprov_cuda_version": _quoted(r"\d+\.\d+", 'a quoted CUDA version such as "12.8"'),
+    "gpuprov_fabric_instance_type": lambda value, raw: _automatic(value.strip()),
+    "gpuprov_fabric_expected_devices": _at_least_zero,
+    "gpuprov_fabric_link_rate_gbps": _at_least_zero,
 }
 
 
@@ -129,10 +149,22 @@ FIELDS: Mapping[str, str] = {
     "toolkit_default_runtime": "nvidia_container_toolkit_default_runtime",
     "mig_layout": "mig_layout",
     "mig_configs": "mig_configs",
+    "dcgm_version": "dcgm_version",
+    "dcgm_cuda_major": "dcgm_cuda_major",
+    "dcgm_exporter": "dcgm_exporter",
+    "dcgm_exporter_port": "dcgm_exporter_port",
     "validation_nccl": "gpuprov_validation_nccl",
     "validation_expected_gpus": "gpuprov_validation_expected_gpus",
     "validation_runtime": "gpuprov_validation_runtime",
     "cuda_version": "gpuprov_cuda_version",
+    "efa_version": "efa_installer_version",
+    "efa_gpudirect": "efa_gpudirect",
+    "infiniband_gpudirect": "infiniband_gpudirect",
+    "fabric_instance_type": "gpuprov_fabric_instance_type",
+    "fabric_expected_devices": "gpuprov_fabric_expected_devices",
+    "fabric_link_rate_gbps": "gpuprov_fabric_link_rate_gbps",
+    "fabric_infiniband_stack": "gpuprov_fabric_infiniband_stack",
+    "fabric_gdrcopy": "gpuprov_fabric_gdrcopy",
 }
 _DEFAULTS = decide(_TABLE, {})[0]
 
@@ -162,6 +194,11 @@ class Policy:
     # None: leave MIG alone; "disabled": tear MIG down
     mig_layout: str | None = field(default_factory=_default("mig_layout"))
     mig_configs: Mapping[str, object] = field(default_factory=_default("mig_configs"))
+    # DCGM (opt-in role): None = the newest DCGM 4 / the driver's CUDA major
+    dcgm_version: str | None = field(default_factory=_default("dcgm_version"))
+    dcgm_cuda_major: str | None = field(default_factory=_default("dcgm_cuda_major"))
+    dcgm_exporter: str = field(default_factory=_default("dcgm_exporter"))
+    dcgm_exporter_port: int = field(default_factory=_default("dcgm_exporter_port"))
     # the multi-GPU NCCL all_reduce check is required
     validation_nccl: bool = field(default_factory=_default("validation_nccl"))
     # None: every GPU on the PCI bus
@@ -171,6 +208,15 @@ class Policy:
     validation_runtime: ValidationRuntime = field(default_factory=_default("validation_runtime"))
     # CUDA the workloads are built with ("12.8"): driver floor
     cuda_version: str | None = field(default_factory=_default("cuda_version"))
+    # the multi-node fabric (issue 30; orchestrator/fabricplan.py, validate/fabric.py)
+    efa_version: str = field(default_factory=_default("efa_version"))
+    efa_gpudirect: str = field(default_factory=_default("efa_gpudirect"))  # auto|dmabuf|...
+    infiniband_gpudirect: str = field(default_factory=_default("infiniband_gpudirect"))
+    fabric_instance_type: str | None = field(default_factory=_default("fabric_instance_type"))
+    fabric_expected_devices: int | None = field(default_factory=_default("fabric_expected_devices"))
+    fabric_link_rate_gbps: int | None = field(default_factory=_default("fabric_link_rate_gbps"))
+    fabric_infiniband_stack: str = field(default_factory=_default("fabric_infiniband_stack"))
+    fabric_gdrcopy: bool = field(default_factory=_default("fabric_gdrcopy"))
 
 
 def _unknown(

@@ -356,6 +356,67 @@ mellanox_vpd() {
 }
 [ -d /sys/class/infiniband ] && cap infiniband-vpd.txt infiniband_vpd
 cap pci-vpd.txt mellanox_vpd
+# The multi-node fabric (issue 30): RDMA devices (EFA, InfiniBand HCAs) and what NCCL needs
+# to use them. rdma.txt, one fact a line (orchestrator/parsers/fabric.py):
+#   device NAME pci=ADDR vendor=0x.. device=0x..   /sys/class/infiniband/NAME (device: its PCI
+#                                                  function; EFA names them efa_N)
+#   port NAME N state=".." phys_state=".." rate=".." link_layer=".."   ports/N/ (kernel ABI
+#                                                  sysfs-class-infiniband)
+#   uverbs NAME        /dev/infiniband/uverbsN      memlock VALUE   `ulimit -l` (KiB|unlimited)
+#   peermem PATH       a path NCCL takes for GPUDirect peer memory (fabric.yaml gpudirect)
+#   efa_installer VER  /opt/amazon/efa_installed_packages' "EFA installer version:" line
+#   ofi_nccl PATH      the aws-ofi-nccl plugin's libraries under /opt/amazon/ofi-nccl/lib
+# fi-info-efa.txt: `fi_info -p efa -t FI_EP_RDM` (PATH or the installer's /opt/amazon/efa/bin);
+# ibstatus.txt: `ibstatus` where infiniband-diags is installed.
+rdma() {
+    for d in /sys/class/infiniband/*; do
+        [ -d "$d" ] || continue
+        pci=- vendor=- device=-
+        if [ -L "$d/device" ]; then
+            pci=$(readlink -f "$d/device" 2>/dev/null)
+            pci=${pci##*/}
+            rd "$d/device/vendor"; vendor=${v:--}
+            rd "$d/device/device"; device=${v:--}
+        fi
+        printf 'device %s pci=%s vendor=%s device=%s\n' "${d##*/}" "$pci" "$vendor" "$device"
+        for p in "$d"/ports/*; do
+            [ -d "$p" ] || continue
+            rd "$p/state"; st=$v
+            rd "$p/phys_state"; ph=$v
+            rd "$p/rate"; rt=$v
+            rd "$p/link_layer"; ll=$v
+            printf 'port %s %s state="%s" phys_state="%s" rate="%s" link_layer="%s"\n' \
+                "${d##*/}" "${p##*/}" "$st" "$ph" "$rt" "$ll"
+        done
+    done
+    for u in /dev/infiniband/uverbs*; do
+        [ -e "$u" ] && printf 'uverbs %s\n' "${u##*/}"
+    done
+    printf 'memlock %s\n' "$(ulimit -l 2>/dev/null || echo -)"
+    for f in /sys/module/nvidia_peermem/version /sys/kernel/mm/memory_peers/nv_mem/version \
+        /sys/kernel/mm/memory_peers/nv_mem_nc/version; do
+        [ -e "$f" ] && printf 'peermem %s\n' "$f"
+    done
+    [ -r /opt/amazon/efa_installed_packages ] &&
+        sed -n 's/^EFA installer version:[[:space:]]*\([^[:space:]]*\).*/efa_installer \1/p' \
+            /opt/amazon/efa_installed_packages
+    for f in /opt/amazon/ofi-nccl/lib/*.so /opt/amazon/ofi-nccl/lib/*/*.so; do
+        [ -e "$f" ] && printf 'ofi_nccl %s\n' "$f"
+    done
+    return 0
+}
+fi_info_efa() {
+    if have fi_info; then
+        bounded fi_info -p efa -t FI_EP_RDM
+    else
+        bounded /opt/amazon/efa/bin/fi_info -p efa -t FI_EP_RDM
+    fi
+}
+cap rdma.txt rdma
+if have fi_info || [ -x /opt/amazon/efa/bin/fi_info ]; then
+    bg cap fi-info-efa.txt fi_info_efa
+fi
+have ibstatus && bg cap ibstatus.txt bounded ibstatus
 # Installed kernels and the NVIDIA module each would load (issue 16): a kernel that boots
 # without one loses the host its GPUs. One line per kernel (/lib/modules, /boot), per module
 # file with modinfo's version and signer, per DKMS tree entry; then the boot loader's default

@@ -103,6 +103,22 @@ class ToolkitPlan:
 
 
 @dataclass(frozen=True)
+class DcgmPlan:
+    version: str | None  # None: the newest DCGM 4, then held
+    cuda_major: int  # the -cuda<N> flavour: the CUDA major the driver supports
+    exporter: str  # none | host | container
+    exporter_port: int
+
+    def role_vars(self) -> dict[str, object]:
+        return {
+            "dcgm_version": self.version or "",
+            "dcgm_cuda_major": str(self.cuda_major),
+            "dcgm_exporter": self.exporter,
+            "dcgm_exporter_port": self.exporter_port,
+        }
+
+
+@dataclass(frozen=True)
 class MigPlan:
     layout: str  # a name of `configs`, or "disabled"
     configs: Mapping[str, Any]  # mig_configs as written (the role receives it)
@@ -125,6 +141,28 @@ def _mig_document(configs: Mapping[str, Any]) -> dict[str, object]:
     # `disabled` needs no definition (orchestrator.mig); a mig-parted document needs one.
     body = dict(configs) or {mig.LAYOUT_DISABLED: [{"devices": "all", "mig-enabled": False}]}
     return {"version": "v1", "mig-configs": body}
+
+
+@dataclass(frozen=True)
+class EfaPlan:
+    """The efa role's plan (orchestrator/fabricplan.py decides it)."""
+
+    version: str  # the EFA installer version
+    gpudirect: str  # dmabuf | peermem | none
+
+    def role_vars(self) -> dict[str, object]:
+        return {"efa_installer_version": self.version, "efa_gpudirect": self.gpudirect}
+
+
+@dataclass(frozen=True)
+class InfinibandPlan:
+    """The infiniband role's plan (orchestrator/fabricplan.py decides it)."""
+
+    stack: str  # distribution | doca
+    gpudirect: str  # dmabuf | peermem
+
+    def role_vars(self) -> dict[str, object]:
+        return {"infiniband_stack": self.stack, "infiniband_gpudirect": self.gpudirect}
 
 
 @dataclass(frozen=True)
@@ -158,11 +196,15 @@ class TypedPlan:
     toolkit: ToolkitPlan | None = None
     mig: MigPlan | None = None
     upgrade: UpgradePlan | None = None
+    efa: EfaPlan | None = None
+    infiniband: InfinibandPlan | None = None
+    dcgm: DcgmPlan | None = None
 
     def role_vars(self) -> dict[str, object]:
         """What the roles receive: each role's variables, plus `gpuprov_roles`."""
         out: dict[str, object] = {}
-        for part in (self.driver, self.docker, self.toolkit, self.mig):
+        parts = (self.driver, self.docker, self.toolkit, self.mig, self.efa)
+        for part in (*parts, self.infiniband, self.dcgm):
             if part is not None:
                 out.update(part.role_vars())
         out["gpuprov_roles"] = list(self.roles)
@@ -215,10 +257,36 @@ class TypedPlan:
         if "mig" in roles:
             layout = v["mig_layout"] or mig.LAYOUT_DISABLED
             mig_plan = MigPlan.parse(layout, v["mig_configs"], host)
+        efa = None
+        if "efa" in roles:
+            efa = EfaPlan(v["efa_installer_version"], v["efa_gpudirect"])
+        infiniband = None
+        if "infiniband" in roles:
+            infiniband = InfinibandPlan(v["infiniband_stack"], v["infiniband_gpudirect"])
+        dcgm = None
+        if "dcgm" in roles:
+            major = str(v["dcgm_cuda_major"] or "").strip()
+            dcgm = DcgmPlan(
+                version=v["dcgm_version"] or None,
+                cuda_major=int(major) if major.isdigit() else 0,
+                exporter=v["dcgm_exporter"],
+                exporter_port=v["dcgm_exporter_port"],
+            )
         validation = ValidationPlan(
             nccl=v["gpuprov_validation_nccl"],
             expected_gpus=v["gpuprov_validation_expected_gpus"],
             runtime=v["gpuprov_validation_runtime"],
             cuda_version=v["gpuprov_cuda_version"],
         )
-        return cls(host, roles, validation, driver, docker, toolkit, mig_plan)
+        return cls(
+            host,
+            roles,
+            validation,
+            driver,
+            docker,
+            toolkit,
+            mig_plan,
+            efa=efa,
+            infiniband=infiniband,
+            dcgm=dcgm,
+        )

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from ..facts import (
+    FabricFacts,
     HostFacts,
     InfinibandDevice,
     RuntimeInfo,
@@ -24,6 +25,7 @@ from ..facts import (
 from ..parsers import names
 from ..parsers._text import ParseError, split_exit
 from ..parsers.driver_version import parse_driver_version
+from ..parsers.fabric import parse_fi_info, parse_ibstatus, parse_rdma
 from ..parsers.infiniband import parse_infiniband_vpd, parse_pci_vpd
 from ..parsers.kernel_log import parse_kernel_log
 from ..parsers.kernels import parse_kernels
@@ -154,6 +156,18 @@ def _with_fabric(gpus: tuple[SmiGpu, ...], smi_q_text: str | None) -> tuple[SmiG
     )
 
 
+def _fabric(c: _Collector) -> FabricFacts | None:
+    """rdma.txt with fi_info's and ibstatus's outputs, where the host has those tools."""
+    fabric = c.parse(names.RDMA, parse_rdma, None)
+    if fabric is None:
+        return None
+    return dataclasses.replace(
+        fabric,
+        fi_info=c.parse(names.FI_INFO_EFA, parse_fi_info, None),
+        ibstatus=c.parse(names.IBSTATUS, parse_ibstatus, None),
+    )
+
+
 def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
     c = _Collector(host, raw)
     truncated = c.check_trailers()
@@ -191,6 +205,7 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
     infiniband = c.parse(names.INFINIBAND_VPD, parse_infiniband_vpd, no_ports)
     pci_vpd = c.parse(names.PCI_VPD, parse_pci_vpd, None)
     kernels = c.parse(names.KERNELS, parse_kernels, None)
+    fabric = _fabric(c)
     return HostFacts(
         host=host,
         os=c.parse(names.OS_RELEASE, parse_os_release, None),
@@ -216,6 +231,7 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
         upgrade=upgrade,
         arch=_arch(raw),
         kernels=kernels,
+        fabric=fabric,
         smi_q_text=raw.get(names.SMI_Q),
         nvlink_errors_text=raw.get(names.SMI_NVLINK_E),
         has_nvlink_output=names.SMI_NVLINK_S in raw,

@@ -43,6 +43,9 @@ UPGRADE_STATE = "gpuprov-upgrade.txt"  # roles/driver_upgrade's state file (JSON
 INFINIBAND_VPD = "infiniband-vpd.txt"  # SW_MNG marks of /sys/class/infiniband/*/device/vpd
 PCI_VPD = "pci-vpd.txt"  # SW_MNG marks of the Mellanox PCI functions' vpd (any driver bound)
 KERNELS = "kernels.txt"  # installed kernels, their NVIDIA modules, the boot default, MOK state
+RDMA = "rdma.txt"  # RDMA devices (EFA, InfiniBand), ports, uverbs, memlock, peermem, EFA install
+FI_INFO_EFA = "fi-info-efa.txt"  # fi_info -p efa -t FI_EP_RDM
+IBSTATUS = "ibstatus.txt"  # ibstatus (infiniband-diags)
 # One pair per convergence record on the host (parsers/converged.py, not in PROBE_FILES):
 # converged-ROLE.json (the record) and converged-ROLE-live.txt (its items' state now).
 CONVERGED_PREFIX = "converged-"
@@ -83,5 +86,8 @@ PROBE_FILES: tuple[str, ...] = (
     INFINIBAND_VPD,
     PCI_VPD,
     KERNELS,
+    RDMA,
+    FI_INFO_EFA,
+    IBSTATUS,
     GPUSIM,
 )

@@ -1,7 +1,9 @@
 """JUnit XML for CI systems: one testcase per check per host, for every stage that ran.
 
 Suites: `<host>.health` (host health checks), `<host>.gpu` (the payload's CUDA checks and the
-container steps), `<host>.nccl` (the all-reduce judgment), `<host>.verification` (testinfra).
+container steps), `<host>.nccl` (the all-reduce judgment), `<host>.multinode` (the all-reduce
+across hosts, `validate --multinode`), `<host>.dcgm` (DCGM's diag, `--dcgm-level`),
+`<host>.verification` (testinfra).
 `fail` is a <failure>, `skip` a <skipped>, `warn` a passing testcase whose <system-out> says
 "warn: ..." (a warning never fails a host); a stage that did not run is one skipped testcase
 saying why, a stage that broke one <error>.
@@ -16,14 +18,22 @@ from xml.etree import ElementTree as ET
 from ..errors import BadInputError
 from ..report import RunReport, StageResult, write_atomic
 from ..result import CheckResult
+from .fabric import CHECK_NAMES as FABRIC_CHECK_NAMES
+from .fabric import base_name
 from .health import CHECK_NAMES
 
 
 def suite_of(check: CheckResult) -> str:
     if check.name in CHECK_NAMES:
         return "health"
+    if base_name(check.name) in FABRIC_CHECK_NAMES:
+        return "fabric"
     if check.name.startswith("nccl_"):
         return "nccl"
+    if check.name.startswith("multinode_"):
+        return "multinode"
+    if check.name.startswith("dcgm_"):
+        return "dcgm"
     return "gpu"
 
 
@@ -61,7 +71,7 @@ def junit_xml(report: RunReport) -> str:
     for host in report.hosts:
         v = host.validation
         if v.state != "not_run" or report.command in ("validate", "all"):
-            for part in ("health", "gpu", "nccl"):
+            for part in ("health", "fabric", "gpu", "nccl", "dcgm"):
                 picked = [c for c in v.checks if suite_of(c) == part]
                 if picked or (part == "health" and v.state != "done"):
                     _suite(root, f"{host.host}.{part}", v, picked)

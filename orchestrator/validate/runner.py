@@ -41,7 +41,8 @@ from ..parsers.smi_list import parse_smi_list
 from ..parsers.topo import topology_or_none
 from ..policy import Policy
 from ..result import SIMULATED, CheckResult, skipped
-from . import container, nccl, p2p
+from . import container, dcgm, nccl, p2p
+from .fabric import fabric_input, run_fabric
 from .health import HealthLimits, health_input, load_limits, run_health
 
 PAYLOAD = Path(__file__).with_name("payload") / "gpucheck"  # the package; shipped as a zipapp
@@ -603,17 +604,57 @@ def validate_host(
     use_nccl_tests: bool = False,
     limits: HealthLimits | None = None,
     progress: Callable[[str], None] | None = None,
+    dcgm_level: int | None = None,
 ) -> list[CheckResult]:
-    """Every validation check for one host: health first, then the CUDA checks.
+    """Every validation check for one host: health first, then the CUDA checks, then (with
+    `dcgm_level`) NVIDIA DCGM's `dcgmi diag -r N` (orchestrator/validate/dcgm.py).
 
     runtime: "docker" | "host" | None (policy's gpuprov_validation_runtime, "auto").
     image: the container image for --runtime docker (default: limits.yaml's).
     progress: told, as it happens, what this host's validation is doing (a line of text).
     """
     say = progress or (lambda _msg: None)
+    results = _own_checks(
+        facts, raw, catalog, policy, execute, runtime, image, use_nccl_tests, limits, say
+    )
+    if dcgm_level is None:
+        return results
+    if execute is None:
+        return [*results, skipped(dcgm.RUN_CHECK, "not run: no connection to the host")]
+    say(f"DCGM diag level {dcgm_level}, deadline {dcgm.diag_command(dcgm_level)[1]:.0f} s")
+    found = dcgm.run_dcgm(execute, facts, dcgm_level, simulated=facts.simulated)
+    bad = [r.label for r in found if r.status == "fail"]
+    say(
+        f"DCGM: {len(found)} results, {len(bad)} failed"
+        + (f" ({', '.join(bad[:4])})" if bad else "")
+    )
+    return [*results, *found]
+
+
+def _own_checks(
+    facts: HostFacts,
+    raw: Mapping[str, str],
+    catalog: Catalog,
+    policy: Policy,
+    execute: Executor | None,
+    runtime: str | None,
+    image: str | None,
+    use_nccl_tests: bool,
+    limits: HealthLimits | None,
+    say: Callable[[str], None],
+) -> list[CheckResult]:
+    """gpuprov's own checks: health, then the GPU payload where CUDA is."""
     limits = limits or load_limits()
     health = run_health(
         health_input(facts, catalog, expected_gpus=policy.validation_expected_gpus, limits=limits)
+    )
+    health += run_fabric(  # EFA / InfiniBand hosts only (validate/fabric.py)
+        fabric_input(
+            facts,
+            expected_devices=policy.fabric_expected_devices,
+            instance_type=policy.fabric_instance_type,
+            link_rate_gbps=policy.fabric_link_rate_gbps,
+        )
     )
     bad = [r.label for r in health if r.status == "fail"]
     say(

@@ -17,7 +17,7 @@ from typing import Any
 from ..catalog import branch_of
 from ..knobs import default_table
 from ..policy import bad_policy, decide
-from ..roleplans import MigPlan, TypedPlan
+from ..roleplans import DcgmPlan, MigPlan, TypedPlan
 
 # Docker's own configuration file (dockerd reads it there; the docker role merges into it).
 DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
@@ -41,6 +41,7 @@ class Expectation:
     mig_layout: str | None  # name of the selected layout; None when MIG is not planned
     mig_configs: Mapping[str, Any] | None
     mig: MigPlan | None = None  # the layouts, parsed once (None: MIG not planned)
+    dcgm: DcgmPlan | None = None  # DCGM (None: not planned; cuda_major 0: not decided)
 
     def has_role(self, role: str) -> bool:
         return role in self.roles
@@ -81,6 +82,7 @@ def expectation_from_plan(plan: TypedPlan) -> Expectation:
         mig_layout=plan.mig.layout if plan.mig else None,
         mig_configs=plan.mig.configs if plan.mig else None,
         mig=plan.mig,
+        dcgm=plan.dcgm,
     )
 
 
@@ -112,6 +114,16 @@ def _from_inventory(host: str, variables: Mapping[str, Any]) -> Expectation:
         mig_layout=layout,
         mig_configs=configs if layout is not None else None,
         mig=MigPlan.parse(layout, configs, host) if layout is not None else None,
+        dcgm=(
+            DcgmPlan(
+                values["dcgm_version"],
+                int(values["dcgm_cuda_major"] or 0),
+                values["dcgm_exporter"],
+                values["dcgm_exporter_port"],
+            )
+            if "dcgm" in values["gpuprov_roles"]
+            else None
+        ),
     )
 
 

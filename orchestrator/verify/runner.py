@@ -69,51 +69,6 @@ def suite_command(
     return cmd
 
 
-def routed_inventory(
-    inventory: Path | Sequence[Path], routes: Mapping[str, str], workdir: Path
-) -> Path | tuple[Path, ...]:
-    """The inventory testinfra reads, with the hosts behind a jump host given the checked
-    route of orchestrator/connection.py (as `provision apply` gives Ansible): a directory
-    holding the user's inventory file, its group_vars/host_vars (links) and a routes file
-    read after it. No routes, or an inventory that is a directory itself: `inventory`.
-    Several sources (several -i): all of them, then the routes file, as a tuple (run_suite
-    hands them to testinfra's ansible-inventory in ANSIBLE_INVENTORY, which merges them as
-    ansible-playbook does, each with its own group_vars/host_vars)."""
-    import json
-    import shutil
-
-    if not isinstance(inventory, Path):
-        sources = tuple(Path(p).resolve() for p in inventory)
-        if len(sources) == 1:
-            return routed_inventory(sources[0], routes, workdir)
-        if not routes:
-            return sources
-        workdir.mkdir(parents=True, exist_ok=True)
-        overlay = workdir / "verify-routes.json"
-        hosts = {
-            h: {"ansible_ssh_common_args": a, "ansible_ssh_extra_args": ""}
-            for h, a in routes.items()
-        }
-        overlay.write_text(json.dumps({"all": {"hosts": hosts}}), "utf-8")
-        return (*sources, overlay)
-    if not routes or inventory.is_dir():
-        return inventory
-
-    folder = workdir / "verify-inventory"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    source = inventory.resolve()
-    (folder / f"00-{source.name}").symlink_to(source)
-    for sub in ("group_vars", "host_vars"):
-        if (source.parent / sub).is_dir():
-            (folder / sub).symlink_to(source.parent / sub)
-    hosts = {
-        h: {"ansible_ssh_common_args": a, "ansible_ssh_extra_args": ""} for h, a in routes.items()
-    }
-    (folder / "zz-routes.json").write_text(json.dumps({"all": {"hosts": hosts}}), "utf-8")
-    return folder
-
-
 def processes_for(host_count: int, cpus: int | None = None) -> int:
     """pytest processes for `host_count` hosts: one per HOSTS_PER_PROCESS hosts (each host's
     checks wait on its session more than they compute), at most one per CPU, 1 at least."""

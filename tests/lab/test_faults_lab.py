@@ -26,13 +26,16 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from provisionrun import ansible_processes as _ansible_of
+from provisionrun import env as _env
+from provisionrun import provision_cmd as _cmd
+from provisionrun import start
 
 from orchestrator.lab import engine, hosts
 from orchestrator.lab.running import RunningLab, attach
@@ -40,7 +43,6 @@ from orchestrator.lab.running import RunningLab, attach
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 STATE = "/var/lib/gpuprov/upgrade.json"
 DRAINED = {  # as roles/driver_upgrade/tasks/record.yml writes it after the drain step
     "target": "595.91.07 open",
@@ -54,25 +56,6 @@ DRAINED = {  # as roles/driver_upgrade/tasks/record.yml writes it after the drai
         {"step": "drain", "result": "done", "at": "2026-12-01T17:00:05Z"},
     ],
 }
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-
-
-def _cmd(lab: RunningLab, report: Path, *args: str) -> list[str]:
-    return [str(BIN / "provision"), "-i", str(lab.inventory), "--report", str(report), *args]
-
-
-def _ansible_of(lab: RunningLab) -> list[str]:
-    """ansible-playbook processes of a run on this lab (its inventory on their command line)."""
-    done = subprocess.run(
-        ["pgrep", "-af", f"ansible-playbook.*{lab.inventory}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return [ln for ln in done.stdout.splitlines() if "pgrep" not in ln]
 
 
 def _sh(lab: RunningLab, host: str, command: str) -> str:
@@ -145,15 +128,7 @@ def test_sigkill_of_provision_stops_ansible_and_the_host_stops_changing(
     lab: RunningLab, tmp_path: Path
 ) -> None:
     first = lab.hosts[0]
-    proc = subprocess.Popen(
-        _cmd(lab, tmp_path / "r.json", "apply", "--limit", first),
-        cwd=tmp_path,
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start(lab, tmp_path / "r.json", "apply", "--limit", first, cwd=tmp_path, output=False)
     try:
         _in_apply(proc, lab)
     finally:
@@ -178,15 +153,7 @@ def test_a_host_that_stops_answering_ends_the_run_in_bounded_time(
     lab: RunningLab, tmp_path: Path
 ) -> None:
     second = lab.hosts[1]
-    proc = subprocess.Popen(
-        _cmd(lab, tmp_path / "r.json", "apply", "--limit", second),
-        cwd=tmp_path,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start(lab, tmp_path / "r.json", "apply", "--limit", second, cwd=tmp_path)
     container = _container(lab, second)
     try:
         _in_apply(proc, lab)
@@ -229,15 +196,7 @@ def test_a_second_apply_is_refused_by_the_host_lock_and_ctrl_c_stops_the_first(
     # the role writes it): this run takes it up toward the current target (retarget)
     put = lab.ssh(first, f"mkdir -p /var/lib/gpuprov && echo '{json.dumps(DRAINED)}' > {STATE}")
     assert put.returncode == 0, put.stderr
-    proc = subprocess.Popen(
-        _cmd(lab, tmp_path / "first.json", "apply", "--limit", first),
-        cwd=tmp_path,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start(lab, tmp_path / "first.json", "apply", "--limit", first, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 600
         while lab.ssh(first, "test -d /var/lib/gpuprov/run.lock").returncode != 0:

@@ -41,7 +41,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -49,6 +48,9 @@ from typing import Any
 
 import pytest
 import yaml
+from provisionrun import ansible_processes as _ansible_of
+from provisionrun import env as _env
+from provisionrun import provision_cmd, start
 
 from orchestrator.lab import hosts
 from orchestrator.lab.running import RunningLab, attach
@@ -57,7 +59,6 @@ from orchestrator.parsers.mig import parse_lgi
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 HOOKS = "/var/log/gpuprov-upgrade-hooks.log"
 STATE = "/var/lib/gpuprov/upgrade.json"
 # 575: suffixed fabric manager; 580: unsuffixed; 595: the pinning scheme (selection.yaml of
@@ -84,16 +85,6 @@ FIRST_POLICY: dict[str, Any] = {**UPGRADE_POLICY, **MIG_POLICY}  # the host that
 GPUS = 8  # p5.48xlarge
 # GPU index -> GPU instance profile -> count, as the layout asks on every GPU (`devices: all`)
 MIG_INSTANCES = {i: dict(FLEET_MIG[MIG_LAYOUT][0]["mig-devices"]) for i in range(GPUS)}
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-
-
-def provision_cmd(lab: RunningLab, report: Path, *args: str) -> list[str]:
-    return [
-        str(BIN / "provision"), "--inventory", str(lab.inventory), "--report", str(report), *args
-    ]  # fmt: skip
 
 
 def provision(lab: RunningLab, report: Path, *args: str) -> dict[str, Any]:
@@ -231,14 +222,7 @@ def test_killed_during_validation_stays_drained_with_its_state(
     # A training job holds the GPUs: the upgrade must wait for it before the driver changes.
     old.sh("setsid gpusim job 40 --gpu 2 --name train.py >/dev/null 2>&1 < /dev/null &")
     job_started = time.time()
-    proc = subprocess.Popen(
-        provision_cmd(lab, work / "killed.json", "apply", "--serial", "1"),
-        cwd=REPO,
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = start(lab, work / "killed.json", "apply", "--serial", "1", cwd=REPO, output=False)
     try:
         deadline = time.monotonic() + 3000
         while time.monotonic() < deadline:
@@ -350,16 +334,6 @@ UNPROVEN = pytest.mark.skipif(
 )
 
 
-def _ansible_of(lab: RunningLab) -> list[str]:
-    done = subprocess.run(
-        ["pgrep", "-af", f"ansible-playbook.*{lab.inventory}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return [ln for ln in done.stdout.splitlines() if "pgrep" not in ln]
-
-
 @UNPROVEN
 def test_ctrl_c_after_the_drain_names_the_drained_host_and_stops_ansible(
     upgrade: tuple[RunningLab, Node, Node, Path],
@@ -369,15 +343,7 @@ def test_ctrl_c_after_the_drain_names_the_drained_host_and_stops_ansible(
     # a GPU job keeps the upgrade waiting (wait-jobs) after the drain
     old.sh("setsid gpusim job 600 --gpu 1 --name train.py >/dev/null 2>&1 < /dev/null &")
     report = work / "ctrl-c.json"
-    proc = subprocess.Popen(
-        provision_cmd(lab, report, "apply", "--serial", "1", "--limit", old.name),
-        cwd=REPO,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start(lab, report, "apply", "--serial", "1", "--limit", old.name, cwd=REPO)
     try:
         deadline = time.monotonic() + 1800
         while old.state().get("target") != f"{PINNED} {FLAVOUR}" or "drain" not in old.state().get(

@@ -15,7 +15,8 @@ inventory (orchestrator.pipeline: detect over SSH, policy, planner, typed plan);
 the variables every host holds (dumped by a play after site.yml) must equal that document,
 and the roles that ran on each host must be exactly its planned roles. The second run must
 report changed=0 on every host. Run alone (a fresh lab), the first run is the whole converge
-(the DKMS builds); after test_verify_lab.py in group a, both runs are reruns.
+(the DKMS builds); after test_verify_lab.py in group a, the first run is already a rerun, and
+when it changed nothing on any host it is the second run too (no repeat walk).
 
 A third run is the collection installed alone: `ansible-galaxy collection build` of the
 checkout, installed into a folder of its own, and `gpuprov.nvidia.site` run from a scratch
@@ -262,7 +263,14 @@ def runs(
         assert done.returncode == 0, f"{name}: {done.stderr}"
     work = tmp_path_factory.mktemp("plain-runs")
     first = _plain_run(bare_inventory, work / "first")
-    second = _plain_run(bare_inventory, work / "second")
+    # After test_verify_lab.py (group a) the first run is already the run after a converge:
+    # when it changed nothing on every host it is itself the proof, and a second full walk of
+    # site.yml would only repeat it (about 2 minutes of both cores); the collection's run
+    # below is a further no-op run either way.
+    if set(first.changed) == set(first.expected) and not any(first.changed.values()):
+        second = first
+    else:
+        second = _plain_run(bare_inventory, work / "second")
     print(
         f"\nplain site.yml: first run {first.seconds:.0f} s (changed {dict(first.changed)}), "
         f"second {second.seconds:.0f} s (changed {dict(second.changed)})"

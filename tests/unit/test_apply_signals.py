@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+# runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
+pytestmark = pytest.mark.ansible
+
 REPO = Path(__file__).resolve().parents[2]
 
 PLAY = """\

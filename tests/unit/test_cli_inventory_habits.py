@@ -16,7 +16,7 @@ from test_cli import facts_dir
 
 from orchestrator.cli import build_parser, main
 from orchestrator.inventory import load_inventory
-from orchestrator.verify.runner import routed_inventory, suite_command
+from orchestrator.verify.runner import suite_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -128,16 +128,10 @@ def test_help_shows_exit_codes_beside_ansible_playbooks(
     assert "  interrupted        130 (Ctrl-C)                       99" in out
 
 
-def test_verify_hands_several_sources_to_testinfra_through_ansible_inventory(
+def test_the_suite_command_names_one_inventory_or_leaves_several_to_ansible_inventory(
     tmp_path: Path,
 ) -> None:
     a = _ini(tmp_path / "a.ini", "[gpu_nodes]\nh1\n")
-    b = _ini(tmp_path / "b.ini", "[gpu_nodes]\nh2\n")
-    assert routed_inventory([a, b], {}, tmp_path / "w") == (a.resolve(), b.resolve())
-    routed = routed_inventory([a, b], {"h2": "-o ProxyJump=j"}, tmp_path / "w")
-    assert isinstance(routed, tuple) and routed[:2] == (a.resolve(), b.resolve())
-    assert json.loads(routed[2].read_text())["all"]["hosts"]["h2"]["ansible_ssh_common_args"]
-    assert routed_inventory([a], {}, tmp_path / "w") == a.resolve()
     cmd = suite_command(None, "h1", tmp_path / "j.xml", None, 1)
     assert not any(c.startswith("--ansible-inventory") for c in cmd)
     assert f"--ansible-inventory={a}" in suite_command(a, "h1", tmp_path / "j.xml", None, 1)

@@ -12,8 +12,12 @@ import sys
 from importlib.metadata import packages_distributions, requires
 from pathlib import Path
 
+import pytest
 import yaml
 from packaging.requirements import Requirement
+
+# runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
+pytestmark = pytest.mark.ansible
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTION = ROOT / "plugins" / "action" / "plan.py"

@@ -304,6 +304,9 @@ def test_ansible_takes_the_same_checked_route(
 
     # a master connection of its own (ControlPersist would reuse the other case's)
     monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", str(tmp_path / "cp"))
+    # ansible's 10 s connect timeout covers the ProxyCommand hop and both paramiko key
+    # exchanges: in CI, beside the lab on 2 cores, that once took longer (2026-12-02)
+    monkeypatch.setenv("ANSIBLE_TIMEOUT", "60")
 
     target, bastion = servers
     known = tmp_path / "known_hosts"
@@ -328,43 +331,11 @@ def test_ansible_takes_the_same_checked_route(
     stdout = (result.artifact_dir / "ansible" / "stdout").read_text()
     stats = result.hosts["node-1"]
     if bastion_known:
-        assert stats.succeeded and stats.ok == 1, stats
+        assert stats.succeeded and stats.ok == 1, (stats, stdout)
         assert any(sys.executable in c for c in target.commands)
         assert len(bastion.forwarded) > before
     else:  # an unknown jump-host key: unreachable, never accepted
-        assert stats.unreachable == 1, stats
+        assert stats.unreachable == 1, (stats, stdout)
         # the hop refused the jump host's key before asking it to forward anything
         assert len(bastion.forwarded) == before and "Connection closed" in stdout
         assert known.read_text() == _line(target)
-
-
-@pytest.mark.ansible
-def test_verify_reads_the_inventory_with_the_checked_route(tmp_path: Path) -> None:
-    import json
-
-    from orchestrator.verify.runner import routed_inventory
-
-    site = tmp_path / "site"
-    (site / "group_vars").mkdir(parents=True)
-    (site / "group_vars" / "gpu_nodes.yml").write_text("from_group_vars: 1\n")
-    inv = site / "hosts.ini"
-    inv.write_text(
-        "[gpu_nodes]\nnode-1 ansible_ssh_common_args='-o ProxyJump=ops@bastion'\nnode-2\n"
-    )
-    host = load_inventory(inv).host("node-1")
-    route = connection.ansible_common_args(host)
-    assert route is not None
-    assert routed_inventory(inv, {}, tmp_path / "work") == inv  # nothing to route
-    folder = routed_inventory(inv, {"node-1": route}, tmp_path / "work")
-    # what testinfra's ansible backend reads: ansible-inventory over the folder
-    listed = json.loads(
-        subprocess.run(
-            [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(folder), "--list"],
-            capture_output=True, text=True, check=True,
-        ).stdout
-    )  # fmt: skip
-    hostvars = listed["_meta"]["hostvars"]
-    assert hostvars["node-1"]["ansible_ssh_common_args"] == route
-    assert hostvars["node-1"]["from_group_vars"] == 1  # the user's group_vars still apply
-    assert "ansible_ssh_common_args" not in hostvars["node-2"]
-    assert sorted(listed["gpu_nodes"]["hosts"]) == ["node-1", "node-2"]

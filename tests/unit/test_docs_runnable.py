@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
+pytestmark = pytest.mark.ansible
+
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "<!-- runnable -->"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -8,11 +8,15 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).parent))
 from roleplay import run_plays  # noqa: E402
+
+# runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
+pytestmark = pytest.mark.ansible
 
 STEP = REPO / "roles" / "driver_upgrade" / "tasks" / "step.yml"
 

@@ -20,6 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).parent))
 from roleplay import result, run_plays  # noqa: E402
 
+# runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
+pytestmark = pytest.mark.ansible
+
 TASKS = REPO / "roles" / "driver_upgrade" / "tasks" / "state.yml"
 AT = "2026-12-01T17:00:00Z"
 

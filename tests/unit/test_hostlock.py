@@ -16,6 +16,9 @@ from orchestrator import hostlock
 from orchestrator.apply import new_run_dir, run_playbook
 from orchestrator.hostlock import Owner, lock_vars, owner_of, release, unreleased
 
+# runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
+pytestmark = pytest.mark.ansible
+
 REPO = Path(__file__).resolve().parents[2]
 PLAY = f"""\
 - hosts: all

@@ -306,6 +306,7 @@ def test_real_and_special_tags_pass() -> None:
     inputs.check_tags(["nvidia_driver,docker", "mig"], ["driver_upgrade", "never", "always"])
 
 
+@pytest.mark.ansible
 def test_the_tags_are_the_ones_ansible_playbook_lists() -> None:
     """playbook_tags() reads the playbook's data; ansible-playbook --list-tags is the truth."""
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}

@@ -36,6 +36,11 @@ AUTOMATIC = {  # "" (0 for the count): the planner chooses
     "mig_layout",
     "gpuprov_cuda_version",
     "gpuprov_validation_expected_gpus",
+    "gpuprov_fabric_instance_type",
+    "gpuprov_fabric_expected_devices",
+    "gpuprov_fabric_link_rate_gbps",
+    "dcgm_version",
+    "dcgm_cuda_major",
 }
 
 # What each reader holds of a knob (the rest it passes on, or does not read).
@@ -108,8 +113,16 @@ def ansible_reads(knob: Knob, value: Any) -> tuple[bool, Any]:
     return not result.error_messages, result.validated_parameters.get(knob.name)
 
 
+# "" or blanks: unset, the planner chooses (the automatic knobs; dcgm_cuda_major: from the
+# driver's branch; gpuprov_fabric_instance_type: the device count from the inventory or the
+# host alone)
+BLANK_IS_UNSET = {*AUTOMATIC, "dcgm_cuda_major", "gpuprov_fabric_instance_type"}
+
+
 def _expected(name: str, value: Any) -> Any:
     if name in AUTOMATIC and value in ("", 0):
+        return None
+    if name in BLANK_IS_UNSET and isinstance(value, str) and not value.strip():
         return None
     if name == "nvidia_driver_branch":
         return int(value)

@@ -83,14 +83,16 @@ def _copies(path: Path, text: str) -> list[str]:
         if not knob.is_role_input:
             continue
         name, value = knob.name, knob.default
+        literal = isinstance(value, str) and len(value) > 1 and "/" in value
+        if path.suffix == ".py" and literal and f'"{value}"' in text:
+            found.append(f"{rel}: {name}'s default {value!r} as a literal")
+        if name not in text:  # every pattern below names the knob
+            continue
         in_owner = rel.parts[:2] == ("roles", knob.owner)
         if not in_owner and re.search(rf"\b{name}\s*\|\s*default\(", text):
             found.append(f"{rel}: {name} | default(...)")
-        if path.suffix == ".py":
-            if re.search(rf"get\(\s*['\"]{name}['\"]\s*,", text):
-                found.append(f"{rel}: .get({name!r}, <default>)")
-            if isinstance(value, str) and len(value) > 1 and "/" in value and f'"{value}"' in text:
-                found.append(f"{rel}: {name}'s default {value!r} as a literal")
+        if path.suffix == ".py" and re.search(rf"get\(\s*['\"]{name}['\"]\s*,", text):
+            found.append(f"{rel}: .get({name!r}, <default>)")
         if path == GROUP_VARS and re.search(rf"^#\s*{name}:", text, re.MULTILINE):
             found.append(f"{rel}: {name} written by hand")
     return found

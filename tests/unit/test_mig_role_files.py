@@ -11,7 +11,11 @@ import sys
 from pathlib import Path
 
 import jinja2
+import pytest
 import yaml
+
+# runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
+pytestmark = pytest.mark.ansible
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "mig"

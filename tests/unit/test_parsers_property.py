@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 
 from orchestrator.parsers import ParseError, names, parse_host
 from orchestrator.parsers.converged import parse_record, parse_records
+from orchestrator.parsers.dcgm_diag import parse_dcgm_diag
 from orchestrator.parsers.driver_version import parse_driver_version, parse_nvrm_line
+from orchestrator.parsers.fabric import parse_fi_info, parse_ibstatus, parse_rdma
 from orchestrator.parsers.infiniband import parse_infiniband_vpd, parse_pci_vpd
 from orchestrator.parsers.kernel_log import parse_kernel_log
 from orchestrator.parsers.kernels import parse_kernels
@@ -69,6 +71,12 @@ PARSERS: dict[str, tuple[Callable[[str], Any], str | None]] = {
     "parse_ctk_version": (parse_ctk_version, None),
     "parse_secure_boot": (parse_secure_boot, None),
     "parse_infiniband_vpd": (parse_infiniband_vpd, None),
+    # no real capture of these (tests/unit/data/fabric-shaped/ is shaped, not recorded)
+    "parse_rdma": (parse_rdma, None),
+    "parse_fi_info": (parse_fi_info, None),
+    "parse_ibstatus": (parse_ibstatus, None),
+    # dcgmi diag -j: JSON shapes from NVIDIA/DCGM's source (tests/recorded/reference/dcgm.yaml)
+    "parse_dcgm_diag": (parse_dcgm_diag, None),
     "parse_pci_vpd": (parse_pci_vpd, None),
     "parse_kernels": (parse_kernels, None),
     "parse_services": (parse_services, None),

@@ -12,7 +12,9 @@ from orchestrator.errors import EXIT_BAD_INPUT, PolicyError
 from orchestrator.knobs import default_table
 from orchestrator.policy import DEFAULT_ROLES, Policy, load_policies, load_policy
 
-KNOB_EXAMPLE = r"^# (nvidia_driver|docker|nvidia_container_toolkit|mig|gpuprov)_[a-z_]+: \S"
+KNOB_EXAMPLE = (
+    r"^# (nvidia_driver|docker|nvidia_container_toolkit|mig|efa|infiniband|gpuprov)_[a-z_]+: \S"
+)
 GROUP_VARS = Path(__file__).resolve().parents[2] / "inventory" / "group_vars" / "all.yml"
 
 

@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+# runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
+pytestmark = pytest.mark.ansible
+
 REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "roles" / "nvidia_driver" / "tasks" / "dkms-source-dnf.yml"
 EPEL9 = "FF8AD1344597106ECE813B918A3872BF3228467C"  # roles/nvidia_driver/vars/RedHat-9.yml

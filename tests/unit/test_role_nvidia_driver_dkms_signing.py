@@ -18,6 +18,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 from roleplay import ANSIBLE_PLAYBOOK  # noqa: E402
 
+# runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
+pytestmark = pytest.mark.ansible
+
 # An Ubuntu-style DKMS configuration: framework.conf names update-secureboot-policy's MOK
 # (vars/kernels.yml: Ubuntu's dkms signs with /var/lib/shim-signed/mok/MOK.der).
 UBUNTU_FRAMEWORK = (

@@ -16,6 +16,9 @@ from roleplay import run_plays
 
 from orchestrator.driver_packages import PackagesUnavailable, driver_packages
 
+# runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
+pytestmark = pytest.mark.ansible
+
 FACTS = {
     "debian12": {"distribution": "Debian", "distribution_version": "12.8",
                  "distribution_major_version": "12", "os_family": "Debian"},

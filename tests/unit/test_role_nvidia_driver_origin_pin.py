@@ -18,6 +18,9 @@ import pytest
 import yaml
 from roleplay import run_plays
 
+# runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
+pytestmark = pytest.mark.ansible
+
 CASES = {
     "ubuntu_cuda": ("Ubuntu", "24.04", "cuda"),
     "ubuntu_distribution": ("Ubuntu", "24.04", "distribution"),

@@ -56,6 +56,7 @@ PLAY = """\
 """
 
 
+@pytest.mark.ansible
 def test_a_run_leaves_no_secret_in_its_artifacts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from pathlib import Path
 
-from aptrepo import contents, reference
+from aptrepo import contents, dcgm, reference
 from aptrepo.graphs import replay_packages
 from aptrepo.packages import (
     CUDA_OSES,
@@ -71,6 +71,7 @@ def inputs_digest() -> str:
     here = Path(__file__).resolve().parent
     inputs = [p for p in PAYLOAD.rglob("*") if p.is_file()]
     inputs += [*here.glob("*.py"), reference.SELECTION, reference.REFERENCE, contents.FILES]
+    inputs.append(dcgm.REFERENCE)
     for path in sorted(inputs):
         digest.update(str(path.relative_to(here.parents[2])).encode())
         digest.update(path.read_bytes())
@@ -133,7 +134,8 @@ def build_deb(package: Package, out_dir: Path) -> Path:
         if package.conffiles:
             (debian / "conffiles").write_text("".join(f"{c}\n" for c in package.conffiles))
         for script, source in package.scripts.items():
-            text = GENERATED_SCRIPTS.get(source) or (PAYLOAD / source).read_text()
+            generated = {**GENERATED_SCRIPTS, **dcgm.GENERATED_SCRIPTS}
+            text = generated.get(source) or (PAYLOAD / source).read_text()
             (debian / script).write_text(_substitute(text, package))
             (debian / script).chmod(0o755)
         for directory, _, files in os.walk(root):
@@ -143,7 +145,8 @@ def build_deb(package: Package, out_dir: Path) -> Path:
                     (SOURCE_DATE_EPOCH, SOURCE_DATE_EPOCH),
                     follow_symlinks=False,
                 )
-        deb = out_dir / f"{package.name}_{package.version}_amd64.deb"
+        # no epoch in the file name, as in Debian's pools (1:4.6.0-1 -> _4.6.0-1_)
+        deb = out_dir / f"{package.name}_{package.version.split(':', 1)[-1]}_amd64.deb"
         env = {**os.environ, "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH)}
         _run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)], env=env)
     return deb
@@ -244,7 +247,7 @@ def _build_locked(state_dir: Path) -> BuiltRepo:
     digest = inputs_digest()
     if not (stamp.exists() and stamp.read_text() == digest and root.is_dir()):
         shutil.rmtree(root, ignore_errors=True)
-        packages = all_packages()
+        packages = all_packages() + dcgm.dcgm_packages()  # DCGM: from dcgm.yaml
         for directory in {package.repo for package in packages}:
             (root / directory).mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=4) as pool:

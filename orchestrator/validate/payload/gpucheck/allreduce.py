@@ -69,16 +69,25 @@ def allreduce_sweep(
     ranks: int,
     cfg: dict[str, Any],
     report: Callable[[dict[str, Any]], None] | None = None,
+    device: Any = None,
 ) -> list[dict[str, Any]]:
     """In-place all_reduce(sum) of float32 over the sizes; at every size the values are checked
-    exactly, position by position, before the timed loop and again after it."""
+    exactly, position by position, before the timed loop and again after it.
+
+    `device`: where the buffer lives (default: GPU `rank`, one process per GPU of one host);
+    the multi-node check passes the rank's own GPU, or the CPU for gloo in the lab."""
     sizes = sweep_sizes(
         int(cfg.get("min_bytes", 1 << 20)),
         int(cfg.get("max_bytes", 4 * GIB)),
         int(cfg.get("factor", 4)),
     )
     iters, warmup = int(cfg.get("iters", 20)), int(cfg.get("warmup", 5))
-    dev = torch.device("cuda", rank)
+    dev = torch.device("cuda", rank) if device is None else device
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
     buf = torch.empty(max(sizes) // 4, dtype=torch.float32, device=dev)
     points = []
     for size in sizes:
@@ -88,12 +97,12 @@ def allreduce_sweep(
         wrong_before = count_wrong(torch, view, ranks)
         for _ in range(warmup):
             dist.all_reduce(view)
-        torch.cuda.synchronize()
+        sync()
         dist.barrier()
         t0 = time.perf_counter()
         for _ in range(iters):
             dist.all_reduce(view)
-        torch.cuda.synchronize()
+        sync()
         sec = (time.perf_counter() - t0) / iters
         fill_pattern(torch, view, rank)  # the communicator after the timed loop: exact again?
         dist.all_reduce(view)

@@ -50,6 +50,12 @@ class Emitter:
             print(summary(doc), file=sys.stderr, flush=True)
             return True
 
+    def emit_raw(self, doc: dict[str, Any]) -> None:
+        """A document without results (the addresses step), framed the same way."""
+        with self.lock:
+            self.written = True
+            print(f"{MARKER} begin\n{json.dumps(doc)}\n{MARKER} end", flush=True)
+
 
 def start_watchdog(doc: dict[str, Any], emitter: Emitter, state: dict[str, str], at: float) -> Any:
     """At `at` seconds from now: the parent itself is stuck (torch import, a CUDA call, a MIG
@@ -180,6 +186,48 @@ def run(spec: dict[str, Any], nvls: bool, emitter: Emitter | None = None) -> dic
     return _done(doc, started, watchdog)
 
 
+def run_multinode(spec: dict[str, Any], emitter: Emitter | None = None) -> dict[str, Any]:
+    """This host's ranks of a multi-node all-reduce (multinode.py); the same deadlines as the
+    single-host run: the workers' (run_workers) and the watchdog's for the parent."""
+    from . import multinode
+
+    started = time.monotonic()
+    mn = spec["multinode"]
+    if mn.get("backend") == "nccl" and not spec.get("nvls"):
+        os.environ.update(NVLS_OFF)
+    os.environ.update({str(k): str(v) for k, v in (mn.get("env") or {}).items()})
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    doc: dict[str, Any] = {
+        "payload": "gpucheck",
+        "mode": "multinode",
+        "version": PAYLOAD_VERSION,
+        "results": [],
+        "sweep": [],
+        "p2p": [],
+        "ranks": int(mn["count"]),
+        "rank_base": int(mn["rank_base"]),
+        "world": int(mn["world"]),
+        "backend": mn["backend"],
+    }
+    deadline_s = float(spec.get("deadline_s") or 240)
+    state = {"phase": "per-rank workers", "deadline": f"{deadline_s:.0f}", "started": str(started)}
+    watchdog = start_watchdog(doc, emitter, state, deadline_s) if emitter else None
+    if os.path.exists(SIMULATED_HINT):
+        doc["simulated"] = True
+    results, sweep, timings, _ = run_workers(
+        spec,
+        int(mn["count"]),
+        started + deadline_s - DEADLINE_RESERVE_S,
+        target=multinode.worker,
+        started=started,
+    )
+    doc["results"] = results
+    doc["sweep"] = sweep
+    doc["worker_timing_s"] = {str(k): v for k, v in sorted(timings.items())}
+    doc["deadline_hit"] = any(r["name"] == "payload_deadline" for r in results)
+    return _done(doc, started, watchdog)
+
+
 def _done(doc: dict[str, Any], started: float, watchdog: Any) -> dict[str, Any]:
     if watchdog is not None:
         watchdog.cancel()
@@ -222,13 +270,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, help="JSON spec file, or '-' for stdin")
     parser.add_argument("--out", help="write the JSON document here instead of stdout")
     parser.add_argument("--nvls", action="store_true", help="leave NVLink multicast allowed")
+    parser.add_argument(
+        "--multinode", action="store_true", help="this host's ranks of a multi-node all-reduce"
+    )
+    parser.add_argument(
+        "--addresses", action="store_true", help="print this host's identity and IPv4 interfaces"
+    )
     args = parser.parse_args(argv)
+    if args.addresses:
+        from .multinode import addresses
+
+        Emitter(args.out).emit_raw(addresses())
+        return 0
     if args.spec == "-":
         text = sys.stdin.read()
     else:
         with open(args.spec, encoding="utf-8") as fh:
             text = fh.read()
     emitter = Emitter(args.out)
-    doc = run(json.loads(text), args.nvls, emitter)
+    spec = json.loads(text)
+    doc = run_multinode(spec, emitter) if args.multinode else run(spec, args.nvls, emitter)
     emitter.emit(doc)
     return 1 if any(r["status"] == "fail" for r in doc["results"]) else 0

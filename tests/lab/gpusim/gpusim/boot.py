@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from gpusim import driver as drv
-from gpusim import kernel, kmod, nvlink5
+from gpusim import efa, kernel, kmod, nvlink5
 from gpusim.faults import xid_line
 from gpusim.paths import Paths
 from gpusim.runtime import Host, host_session, uptime
@@ -133,12 +133,13 @@ def boot(paths: Paths | None = None) -> Host:
         install_shims(paths)
         if not paths.simulated_root:
             mount_proc(paths)
-        if host.profile.nvlink5_ports:
+        if host.profile.nvlink5_ports or host.profile.efa_devices or host.profile.ib_hcas:
             if paths.simulated_root:
                 paths.at(nvlink5.INFINIBAND).mkdir(parents=True, exist_ok=True)
             else:
                 nvlink5.mount_class(paths)
             nvlink5.boot(host)
+            efa.boot(host)
         if drv.installed_module(paths) is not None and not blacklisted(paths):
             kmod.load(host, "nvidia")  # udev loads it for the GPUs' modalias at boot
         for position_text, xid in host.state.xid_codes.items():  # the fault is still there

@@ -22,6 +22,7 @@ DESCRIPTIONS = {
     "row-remap-pending": "-q Remapped Rows Pending: Yes, one uncorrectable DRAM error",
     "pcie-degraded": "the GPU's PCIe link trains one generation below its maximum",
     "fabric-not-completed": "-q Fabric State: Not Started on every GPU",
+    "dcgm-memory-mismatch": "dcgmi diag (test double): the GPU's memory test fails, DCGM error 58",
 }
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpusim import driver as drv
-from gpusim import nvlink5, sysfs
+from gpusim import efa, ib, nvlink5, sysfs
 from gpusim.runtime import Host, uptime
 from gpusim.view import gpus
 
@@ -112,11 +112,14 @@ def render(host: Host) -> None:
     modules_file = paths.run_dir / "modules" if not paths.simulated_root else paths.proc_modules
     modules_file.parent.mkdir(parents=True, exist_ok=True)
     lines = (view.module_lines if view else []) + nvlink5.module_lines(host)
+    lines += efa.module_lines(host)
     text = "".join(line + "\n" for line in lines) + base
     with open(modules_file, "w") as handle:  # in place: /proc/modules is bind-mounted on it
         handle.write(text)
     sysfs.render(paths.pci_devices, host.profile, host.state)
     nvlink5.render(host)
+    efa.render(host)
+    ib.render(host)
 
 
 _LOAD_LOG_OPEN = ("nvidia: loading out-of-tree module taints kernel.",)

@@ -100,6 +100,11 @@ class Profile:
     fabric_managed_by_hypervisor: bool
     kernel_release: str | None
     nvlink5_ports: tuple[str, ...] = ()  # NVLink5 management ports (InfiniBand, SW_MNG)
+    efa_devices: int = 0  # simulated AWS EFA interfaces (gpusim/efa.py)
+    efa_device_id: int = 0xEFA1  # their PCI device id (vendor 0x1d0f)
+    efa_rate_gbps: int = 100  # each port's rate
+    ib_hcas: int = 0  # simulated InfiniBand HCAs (gpusim/ib.py)
+    ib_rate_gbps: int = 400
 
     @property
     def has_nvswitch(self) -> bool:
@@ -256,4 +261,9 @@ def load_profile(path: Path) -> Profile:
         fabric_managed_by_hypervisor=bool(data.get("fabric_managed_by_hypervisor", False)),
         kernel_release=str(kernel) if kernel is not None else None,
         nvlink5_ports=tuple(str(p) for p in _list(data.get("nvlink5_ports", []), where)),
+        efa_devices=int(str(data.get("efa_devices", 0))),
+        efa_device_id=int(str(data.get("efa_device_id", "0xefa1")), 16),
+        efa_rate_gbps=int(str(data.get("efa_rate_gbps", 100))),
+        ib_hcas=int(str(data.get("ib_hcas", 0))),
+        ib_rate_gbps=int(str(data.get("ib_rate_gbps", 400))),
     )

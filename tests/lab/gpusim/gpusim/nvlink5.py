@@ -91,8 +91,8 @@ def render(host: Host) -> None:
     if not root.is_dir():
         return
     wanted = set(host.profile.nvlink5_ports) if "mlx5_core" in host.state.loaded_modules else set()
-    for entry in root.iterdir():
-        if entry.name not in wanted:
+    for entry in root.iterdir():  # its own ports only (gpusim/efa.py keeps efa_<n>)
+        if entry.name in set(host.profile.nvlink5_ports) - wanted:
             shutil.rmtree(entry)
     for port in sorted(wanted):
         vpd = root / port / "device" / "vpd"

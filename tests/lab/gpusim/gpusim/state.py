@@ -23,6 +23,7 @@ FAULTS = (
     "row-remap-pending",
     "pcie-degraded",
     "fabric-not-completed",
+    "dcgm-memory-mismatch",
 )
 
 
@@ -79,6 +80,8 @@ class State:
     faults: dict[str, list[int]] = field(default_factory=dict)  # knob -> GPU positions
     xid_codes: dict[str, int] = field(default_factory=dict)  # position -> Xid
     kernel_log: list[KernelLogLine] = field(default_factory=list)
+    efa_faults: dict[str, list[int]] = field(default_factory=dict)  # knob -> EFA positions
+    ib_faults: dict[str, list[int]] = field(default_factory=dict)  # knob -> HCA positions
     version: int = STATE_VERSION
 
     def fault(self, name: str, position: int) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from gpusim import boot as boot_mod
 from gpusim import driver as drv
-from gpusim import faults, jobs, kernel, kmod, nvlink5
+from gpusim import efa, faults, ib, jobs, kernel, kmod, nvlink5
 from gpusim.paths import Paths
 from gpusim.runtime import host_session
 from gpusim.state import FAULTS
@@ -35,6 +35,8 @@ def modprobe(argv: Sequence[str]) -> int:
     names = [a for a in argv if not a.startswith("-") and "=" not in a]
     if names and all(nvlink5.canonical(n) for n in names):
         return _modprobe_nvlink5(names, remove)
+    if names and all(efa.canonical(n) for n in names):
+        return _modprobe_efa(argv, remove)
     ours = [kmod.canonical(n) for n in names]
     if not names or any(o is None for o in ours):
         return _exec_real(REAL_MODPROBE, argv)
@@ -69,6 +71,17 @@ def _modprobe_nvlink5(names: Sequence[str], remove: bool) -> int:
         if simulated:
             kmod.render(host)
     return 0 if simulated else _exec_real(REAL_MODPROBE, [*(["-r"] if remove else []), *names])
+
+
+def _modprobe_efa(argv: Sequence[str], remove: bool) -> int:
+    """efa: simulated on EFA profiles once DKMS built the module; the real modprobe elsewhere
+    (its own "Module efa not found" when nothing was built)."""
+    with host_session(Paths.from_env()) as host:
+        simulated = efa.enabled(host) and (remove or efa.module_installed(host))
+        if simulated:
+            (efa.unload if remove else efa.load)(host)
+            kmod.render(host)
+    return 0 if simulated else _exec_real(REAL_MODPROBE, argv)
 
 
 def rmmod(argv: Sequence[str]) -> int:
@@ -148,6 +161,14 @@ def _parser() -> argparse.ArgumentParser:
     kern.add_argument("--from-apt", action="store_true")
     sub.add_parser("sync", help="show/hide nvidia-smi after package changes (dpkg hook)")
     sub.add_parser("boot", help="what boot does")
+    efa_fault = sub.add_parser("efa", help="turn a simulated EFA fault on or off")
+    efa_fault.add_argument("name", choices=efa.FAULTS)
+    efa_fault.add_argument("switch", choices=["on", "off"])
+    efa_fault.add_argument("--device", type=int, default=0, help="efa_<N> (default 0)")
+    ib_fault = sub.add_parser("ib", help="turn a simulated InfiniBand fault on or off")
+    ib_fault.add_argument("name", choices=ib.FAULTS)
+    ib_fault.add_argument("switch", choices=["on", "off"])
+    ib_fault.add_argument("--device", type=int, default=0, help="mlx5_ib<N> (default 0)")
     return parser
 
 
@@ -170,6 +191,16 @@ def gpusim(argv: Sequence[str]) -> int:
                 return 1
             kernel.write(paths, release)
         print(drv.kernel_release(paths))
+        return 0
+    if args.command in ("efa", "ib"):
+        module = efa if args.command == "efa" else ib
+        with host_session(paths) as host:
+            try:
+                print(module.set_fault(host, args.name, args.switch == "on", args.device))
+            except ValueError as exc:
+                sys.stderr.write(f"gpusim: {exc}\n")
+                return 2
+            kmod.render(host)
         return 0
     if args.command == "job":
         return jobs.run_job(paths, args.seconds, args.gpu, args.name)
