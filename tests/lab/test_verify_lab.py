@@ -171,6 +171,10 @@ FIRST_HELD = (
     'print(json.load(open("/var/lib/gpuprov/nvidia_driver.json"))["held"][0])\''
 )
 DAEMON_JSON = "/etc/docker/daemon.json"
+# docker.service allows 3 starts in 60 s (StartLimitBurst=3 in its unit): these cases start it
+# 3 times within a minute once verify is quick (CI, 2026-12-02: "start of the service was
+# attempted too often" restoring the runtime), so each start clears the count first.
+START_DOCKER = "systemctl reset-failed docker.service && systemctl restart docker"
 BREAKAGES: Mapping[str, Breakage] = {
     "persistenced stopped": Breakage(
         "systemctl stop nvidia-persistenced",
@@ -179,7 +183,7 @@ BREAKAGES: Mapping[str, Breakage] = {
     ),
     "docker stopped": Breakage(
         "systemctl stop docker.socket docker",
-        "systemctl start docker",
+        START_DOCKER,
         (("verify.docker_active_and_enabled", "docker is not active"),),
     ),
     "driver package unheld": Breakage(
@@ -190,8 +194,8 @@ BREAKAGES: Mapping[str, Breakage] = {
     "nvidia runtime removed": Breakage(
         f"cp -p {DAEMON_JSON} /root/daemon.json.verify && python3 -c 'import json; "
         f'p="{DAEMON_JSON}"; d=json.load(open(p)); d["runtimes"].pop("nvidia"); '
-        'json.dump(d, open(p, "w"), indent=2)\' && systemctl restart docker',
-        f"cp -p /root/daemon.json.verify {DAEMON_JSON} && systemctl restart docker",
+        f'json.dump(d, open(p, "w"), indent=2)\' && {START_DOCKER}',
+        f"cp -p /root/daemon.json.verify {DAEMON_JSON} && {START_DOCKER}",
         (
             ("verify.daemon_json_has_nvidia_runtime", "has no 'nvidia' runtime"),
             ("verify.docker_lists_nvidia_runtime", "dockerd does not know the nvidia runtime"),
