@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -299,14 +300,17 @@ def test_ansible_takes_the_same_checked_route(
     servers: tuple[Server, Server],
     bastion_known: bool,
     monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     from orchestrator.apply import AnsibleOptions, new_run_dir, run_playbook
 
-    # a master connection of its own (ControlPersist would reuse the other case's)
-    monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", str(tmp_path / "cp"))
-    # ansible's 10 s connect timeout covers the ProxyCommand hop and both paramiko key
-    # exchanges: in CI, beside the lab on 2 cores, that once took longer (2026-12-02)
-    monkeypatch.setenv("ANSIBLE_TIMEOUT", "60")
+    # a master connection of its own (ControlPersist would reuse the other case's), in a short
+    # folder: a Unix socket's path holds 107 bytes, and ssh adds 17 to it while it creates the
+    # master. Under CI's basetemp tmp_path/cp came to 110 ("... too long for Unix domain
+    # socket": unreachable after login, CI 2026-12-02, reproduced here with that basetemp).
+    control_dir = Path(tempfile.mkdtemp(prefix="gpuprov-cp-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(control_dir, ignore_errors=True))
+    monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", str(control_dir))
 
     target, bastion = servers
     known = tmp_path / "known_hosts"
