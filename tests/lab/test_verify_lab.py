@@ -174,7 +174,7 @@ DAEMON_JSON = "/etc/docker/daemon.json"
 # docker.service allows 3 starts in 60 s (StartLimitBurst=3 in its unit): these cases start it
 # 3 times within a minute once verify is quick (CI, 2026-12-02: "start of the service was
 # attempted too often" restoring the runtime), so each start clears the count first.
-START_DOCKER = "systemctl reset-failed docker.service && systemctl restart docker"
+START_DOCKER = "{ systemctl reset-failed docker.service || :; } && systemctl restart docker"
 BREAKAGES: Mapping[str, Breakage] = {
     "persistenced stopped": Breakage(
         "systemctl stop nvidia-persistenced",
