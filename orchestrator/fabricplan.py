@@ -24,7 +24,17 @@ from .policy import Policy
 from .roleplans import DriverPlan, EfaPlan, InfinibandPlan
 
 # Distribution families the efa and infiniband roles have OS data for (their vars/).
-EFA_FAMILIES = ("debian",)
+FABRIC_ROLE_FAMILIES = ("debian",)
+
+
+def _no_os_data(facts: HostFacts, role: str, found: str, left: str) -> str | None:
+    """The warning for a host whose OS the fabric role `role` has no data for; None if it has."""
+    if facts.os and facts.os.family in FABRIC_ROLE_FAMILIES:
+        return None
+    return (
+        f"{found}: the {role} role has OS data for Debian and Ubuntu only, not "
+        f"{facts.os.pretty_name if facts.os else 'an unknown OS'}; {left}"
+    )
 
 
 def _dmabuf(facts: HostFacts, driver: DriverPlan | None, cat: FabricCatalog) -> tuple[bool, str]:
@@ -109,12 +119,9 @@ def plan_fabric(
             if functions
             else f"{len(devices)} EFA RDMA devices"
         )
-        family = facts.os.family if facts.os else ""
-        if family not in EFA_FAMILIES:
-            warnings.append(
-                f"{found}: the efa role has OS data for Debian and Ubuntu only, not "
-                f"{facts.os.pretty_name if facts.os else 'an unknown OS'}; EFA left as it is"
-            )
+        unsupported = _no_os_data(facts, "efa", found, "EFA left as it is")
+        if unsupported:
+            warnings.append(unsupported)
         else:
             mode, why = gpudirect(facts, policy, driver, cat)
             installed = facts.fabric.efa_installer if facts.fabric else None
@@ -130,12 +137,9 @@ def plan_fabric(
     hcas = ib_hcas(facts, cat)
     if hcas:
         found = f"{len(hcas)} InfiniBand HCAs ({', '.join(d.name for d in hcas)})"
-        family = facts.os.family if facts.os else ""
-        if family not in EFA_FAMILIES:
-            warnings.append(
-                f"{found}: the infiniband role has OS data for Debian and Ubuntu only, not "
-                f"{facts.os.pretty_name if facts.os else 'an unknown OS'}; left as it is"
-            )
+        unsupported = _no_os_data(facts, "infiniband", found, "left as it is")
+        if unsupported:
+            warnings.append(unsupported)
         else:
             mode, why, warning = ib_gpudirect(facts, policy, driver, cat)
             if warning:
