@@ -22,8 +22,8 @@ PYTHONPATH=tests/lab "$venv/bin/python" -m aptrepo build >/dev/null || exit 1
 
 # Four groups (docs/benchmarks.md, "CI time, 2026-12-02"). Each group keeps its
 # files' alphabetical order, the order of one serial run.
-# Group a: the session lab's driver chain: the driver role's converge (Debian 13's real DKMS
-# build), then validation, verification, the wheel, plain ansible-playbook and the rerun
+# Group a: the session lab's driver chain: the driver role's converge (Debian 13's from the
+# test double of Debian's archive; the real 550 DKMS build in the extended tier), then validation, verification, the wheel, plain ansible-playbook and the rerun
 # tests on the hosts test_verify_lab.py converged (the rerun test last).
 a=(tests/lab/test_role_nvidia_driver.py
   tests/lab/test_validate_lab.py tests/lab/test_verify_lab.py tests/lab/test_wheel_lab.py
@@ -52,6 +52,9 @@ c=(tests/lab/test_faults_lab.py tests/lab/test_multinode_lab.py tests/lab/test_e
 extended=(tests/lab/test_kernel_updates_lab.py tests/lab/test_role_mig.py)
 if [[ ${GPUPROV_LAB_EXTENDED:-} == 1 ]]; then
   b+=("${extended[@]}")
+  # and group a's Debian 13 hosts install Debian's real driver packages (the real 550 DKMS
+  # build) instead of the test double of Debian's archive (tests/lab/aptrepo/debianarchive.py)
+  export GPUPROV_LAB_DEBIAN_ARCHIVE=${GPUPROV_LAB_DEBIAN_ARCHIVE:-real}
   skipped_extended=()
 else
   skipped_extended=("${extended[@]}")
@@ -72,8 +75,8 @@ own=${GPUPROV_LAB:+$GPUPROV_LAB-}
 # summary and --durations), so a run that would overrun CI's hard limit says where its time
 # went instead of being killed silently. .ci/run sets it; unset, no deadline.
 deadline=${GPUPROV_LAB_DEADLINE:-}
-# Group a's serial chain (the real 550 DKMS build first) is the critical path, and the lab is
-# CPU-bound: the other groups' hosts get half its CPU weight (Docker's --cpu-shares 512 against
+# Group a's serial chain (with the extended tier, the real 550 DKMS build first) is the
+# critical path, and the lab is CPU-bound: the other groups' hosts get half its CPU weight (Docker's --cpu-shares 512 against
 # 1024) when the machine is busy, and all of it when not. On 2026-12-02 with equal weights the
 # build's first converge took over 25 minutes in four groups (18.5 in three).
 group() {

@@ -55,8 +55,9 @@ def render_inventory(
 # hosts take the production path (the fleet's defaults: NVIDIA's CUDA repository, open
 # modules, fabric manager; here the test-double repository of tests/lab/aptrepo). Debian 13
 # hosts keep Debian's own packaged driver (550.163.01, proprietary: its open modules do not
-# build against trixie's kernel), the one real NVIDIA driver build the lab still runs
-# (10-25 minutes of DKMS on 2 cores).
+# build against trixie's kernel), from the test double of Debian's archive
+# (aptrepo/debianarchive.py), or with GPUPROV_LAB_DEBIAN_ARCHIVE=real from Debian's archive:
+# then the lab's one real NVIDIA driver build (10-25 minutes of DKMS on 2 cores).
 DRIVER_POLICY_BY_OS: dict[str, dict[str, str]] = {
     "debian13": {"nvidia_driver_source": "distribution", "nvidia_driver_flavour": "proprietary"},
 }
@@ -68,6 +69,13 @@ DRIVER_FROM_DOUBLES = """\
 # The driver role's CUDA repository (driver, fabric manager, nscq) is that double.
 nvidia_driver_cuda_repo_url: "{{ gpuprov_lab_cuda_repo_url }}/"
 nvidia_driver_cuda_repo_key: "{{ gpuprov_lab_repo_key_url }}"
+"""
+# The driver role's Debian mirror (Debian 13 hosts: Debian's own driver) is the lab's test
+# double of Debian's archive, re-signed with the lab's key, unless the lab runs the real one.
+DEBIAN_FROM_DOUBLE = """\
+# The driver role's Debian mirror (contrib, non-free, non-free-firmware) is that double.
+nvidia_driver_debian_mirror: "{{ gpuprov_lab_debian_mirror_url }}"
+nvidia_driver_debian_mirror_key: "{{ gpuprov_lab_repo_key_url }}"
 """
 KEY_FINGERPRINT = """\
 nvidia_driver_cuda_repo_key_fingerprints: ["{{ gpuprov_lab_repo_key_fingerprint }}"]
@@ -83,6 +91,8 @@ def render_lab_vars(lab: str, gateway: str, repo_vars: Mapping[str, object] | No
             repo_block += DRIVER_FROM_DOUBLES
             if "gpuprov_lab_repo_key_fingerprint" in repo_vars:
                 repo_block += KEY_FINGERPRINT
+        if {"gpuprov_lab_debian_mirror_url", "gpuprov_lab_repo_key_url"} <= set(repo_vars):
+            repo_block += DEBIAN_FROM_DOUBLE
     else:
         repo_block = "# (none: tests/lab/aptrepo/ is not in this checkout)\n"
     return f"""\

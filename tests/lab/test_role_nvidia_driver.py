@@ -6,7 +6,10 @@ the lab's signed test double of NVIDIA's debian12/x86_64 repository (tests/lab/a
 generated from tests/recorded/reference/packages.yaml: Debian-style names, unsuffixed fabric
 manager from 580), whose kernel-module packages carry a tiny DKMS module of our own that DKMS
 really builds in seconds. Debian 13 keeps Debian's own packaged driver (550.163.01,
-proprietary), the one real NVIDIA driver build the lab still runs (10-25 minutes).
+proprietary), from the lab's test double of Debian's archive (tests/lab/aptrepo/debianarchive.py:
+trixie's recorded stanzas, relations verbatim, DKMS building our tiny `nvidia-current`), or with
+GPUPROV_LAB_DEBIAN_ARCHIVE=real (the extended tier) from Debian's archive: then NVIDIA's real
+code is built by DKMS (10-25 minutes).
 
 What is real: the signed repositories and the key check, apt pins and holds, DKMS builds
 against the installed kernel headers, the nouveau blacklist, the systemd units. What is

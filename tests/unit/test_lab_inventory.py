@@ -102,3 +102,16 @@ def test_driver_role_takes_nvidia_packages_from_the_test_double_repository(
     assert data["nvidia_driver_cuda_repo_key"] == "{{ gpuprov_lab_repo_key_url }}"
     without = yaml.safe_load(labinventory.render_lab_vars("t", "10.213.0.1", None))
     assert "nvidia_driver_cuda_repo_url" not in without
+
+
+def test_debian_hosts_take_the_archive_double_only_when_the_repository_serves_it() -> None:
+    repo = {
+        "gpuprov_lab_cuda_repo_url": "http://172.17.0.1:8089/cuda/repos/debian12/x86_64",
+        "gpuprov_lab_repo_key_url": "http://172.17.0.1:8089/gpgkey",
+    }
+    real = yaml.safe_load(labinventory.render_lab_vars("t", "10.213.0.1", repo))
+    assert "nvidia_driver_debian_mirror" not in real  # GPUPROV_LAB_DEBIAN_ARCHIVE=real
+    double = {**repo, "gpuprov_lab_debian_mirror_url": "http://172.17.0.1:8089/debian"}
+    data = yaml.safe_load(labinventory.render_lab_vars("t", "10.213.0.1", double))
+    assert data["nvidia_driver_debian_mirror"] == "{{ gpuprov_lab_debian_mirror_url }}"
+    assert data["nvidia_driver_debian_mirror_key"] == "{{ gpuprov_lab_repo_key_url }}"

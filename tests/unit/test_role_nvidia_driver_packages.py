@@ -71,6 +71,16 @@ CASES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
         _facts("Debian", "13.1", "Debian"),
         {"nvidia_driver_source": "distribution", "nvidia_driver_branch": "535"},
     ),
+    "debian13_distribution_resigned_mirror": (
+        _facts("Debian", "13.1", "Debian"),
+        {
+            "nvidia_driver_source": "distribution",
+            "nvidia_driver_flavour": "proprietary",
+            "nvidia_driver_branch": "550",
+            "nvidia_driver_debian_mirror": "http://mirror.example.internal/debian",
+            "nvidia_driver_debian_mirror_key": "http://mirror.example.internal/key.asc",
+        },
+    ),
     "rhel9_cuda_open_580_fm": (
         _facts("RedHat", "9.4", "RedHat"),
         {"nvidia_driver_source": "cuda", "nvidia_driver_fabricmanager": True},
@@ -280,6 +290,14 @@ def test_debian13_535_is_the_tesla_branch(rendered: Path) -> None:
     assert r["set"]["anchor"] == "nvidia-tesla-535-kernel-dkms"
     assert "nvidia-tesla-535-smi" in r["set"]["versioned"]
     assert r["distribution_sources"][0]["suites"] == ["trixie", "trixie-updates"]
+
+
+def test_a_resigned_debian_mirror_is_checked_against_its_own_key(rendered: Path) -> None:
+    r = result(rendered, "debian13_distribution_resigned_mirror")
+    (src,) = r["distribution_sources"]
+    assert src["uris"] == ["http://mirror.example.internal/debian"]
+    assert src["signed_by"] == "http://mirror.example.internal/key.asc"
+    assert r["set"]["anchor"] == "nvidia-kernel-dkms"
 
 
 def test_debian13_tesla_branch_has_no_open_modules(rendered: Path) -> None:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from pathlib import Path
 
-from aptrepo import contents, dcgm, reference
+from aptrepo import contents, dcgm, debianarchive, reference
+from aptrepo.debianrecord import COMPONENTS, RECORDED
 from aptrepo.graphs import replay_packages
 from aptrepo.packages import (
     CUDA_OSES,
@@ -72,6 +73,7 @@ def inputs_digest() -> str:
     inputs = [p for p in PAYLOAD.rglob("*") if p.is_file()]
     inputs += [*here.glob("*.py"), reference.SELECTION, reference.REFERENCE, contents.FILES]
     inputs.append(dcgm.REFERENCE)
+    inputs += [p for p in RECORDED.rglob("*") if p.is_file()]
     for path in sorted(inputs):
         digest.update(str(path.relative_to(here.parents[2])).encode())
         digest.update(path.read_bytes())
@@ -152,12 +154,12 @@ def build_deb(package: Package, out_dir: Path) -> Path:
     return deb
 
 
-def _packages_stanza(deb: Path) -> str:
+def _packages_stanza(deb: Path, filename: str | None = None) -> str:
     control = _run(["dpkg-deb", "--field", str(deb)])
     data = deb.read_bytes()
     return (
         control.rstrip("\n")
-        + f"\nFilename: ./{deb.name}\nSize: {len(data)}\n"
+        + f"\nFilename: {filename or './' + deb.name}\nSize: {len(data)}\n"
         + f"MD5sum: {hashlib.md5(data).hexdigest()}\n"
         + f"SHA256: {hashlib.sha256(data).hexdigest()}\n"
     )
@@ -191,23 +193,71 @@ def _write_contents(directory: Path, packages: list[Package]) -> None:
     (directory / "Contents-amd64").write_text(index)
 
 
-def _write_indexes(directory: Path, label: str, stanzas: list[str] | None = None) -> None:
-    if stanzas is None:
-        stanzas = [_packages_stanza(deb) for deb in sorted(directory.glob("*.deb"))]
+def _write_packages(directory: Path, stanzas: list[str]) -> list[str]:
+    """Packages and Packages.gz in `directory`; their file names."""
+    directory.mkdir(parents=True, exist_ok=True)
     packages = "\n".join(stanzas).encode()
     (directory / "Packages").write_bytes(packages)
     (directory / "Packages.gz").write_bytes(gzip.compress(packages, mtime=SOURCE_DATE_EPOCH))
+    return ["Packages", "Packages.gz"]
+
+
+def _release(directory: Path, head: str, files: list[str]) -> None:
+    """Release: `head` (its first fields), then the sums of `files` (relative to directory)."""
     sums: dict[str, list[str]] = {"MD5Sum": [], "SHA256": []}
-    for name in ("Packages", "Packages.gz"):
+    for name in files:
         data = (directory / name).read_bytes()
         sums["MD5Sum"].append(f" {hashlib.md5(data).hexdigest()} {len(data)} {name}")
         sums["SHA256"].append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
-    release = (
+    release = head + "".join(f"{key}:\n" + "\n".join(lines) + "\n" for key, lines in sums.items())
+    (directory / "Release").write_text(release)
+
+
+def _write_indexes(directory: Path, label: str, stanzas: list[str] | None = None) -> None:
+    if stanzas is None:
+        stanzas = [_packages_stanza(deb) for deb in sorted(directory.glob("*.deb"))]
+    files = _write_packages(directory, stanzas)
+    head = (
         f"Origin: gpuprov-lab\nLabel: {label} (test doubles)\nArchitectures: amd64\n"
         f"Date: {formatdate(SOURCE_DATE_EPOCH, usegmt=True)}\n"
-        + "".join(f"{key}:\n" + "\n".join(lines) + "\n" for key, lines in sums.items())
     )
-    (directory / "Release").write_text(release)
+    _release(directory, head, files)
+
+
+def write_archive(root: Path, home: Path, fingerprint: str) -> None:
+    """The double of Debian's archive (aptrepo/debianarchive.py) under root/debian, laid out as
+    Debian's (dists/<suite>/<component>/binary-amd64/Packages, pool/), signed per suite."""
+    archive = root / debianarchive.ARCHIVE_DIR
+    entries = debianarchive.archive_packages()
+    for entry in entries:
+        (archive / entry.pool_path).mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        debs = list(pool.map(lambda e: build_deb(e.package, archive / e.pool_path), entries))
+    for suite in debianarchive.suites():
+        dists = archive / "dists" / suite
+        files = []
+        for component in COMPONENTS:
+            stanzas = [
+                _packages_stanza(deb, f"{entry.pool_path}/{deb.name}")
+                for entry, deb in zip(entries, debs, strict=True)
+                if (entry.suite, entry.component) == (suite, component)
+            ]
+            written = _write_packages(dists / component / "binary-amd64", stanzas)
+            files += [f"{component}/binary-amd64/{name}" for name in written]
+        recorded = debianarchive.release_fields(suite)
+        head = (
+            f"Origin: {recorded['Origin']}\n"
+            f"Label: {recorded.get('Label', recorded['Origin'])} (gpuprov lab TEST DOUBLE)\n"
+            f"Suite: {recorded['Suite']}\nVersion: {recorded.get('Version', '')}\n"
+            f"Codename: {recorded['Codename']}\n"
+            f"Date: {formatdate(SOURCE_DATE_EPOCH, usegmt=True)}\n"
+            "Architectures: amd64\n"
+            f"Components: {' '.join(COMPONENTS)}\n"
+            f"Description: TEST DOUBLE of Debian's {suite} (contrib, non-free, non-free-firmware: "
+            f"the driver's packages only), from {debianarchive.RECORDED_REL}\n"
+        )
+        _release(dists, head, files)
+        _sign(home, fingerprint, dists)
 
 
 def _gpg(home: Path, *args: str) -> str:
@@ -257,6 +307,7 @@ def _build_locked(state_dir: Path) -> BuiltRepo:
             _write_contents(root / repo, [p for p in packages if p.repo == repo])
             _sign(home, fingerprint, root / repo)
         write_replay(root)
+        write_archive(root, home, fingerprint)
         armored = _gpg(home, "--armor", "--export", fingerprint)
         (root / "gpgkey").write_text(armored)
         (root / "libnvidia-container" / "gpgkey").write_text(armored)
@@ -272,7 +323,8 @@ def verify_repo(repo: BuiltRepo) -> None:
     with tempfile.TemporaryDirectory(prefix="aptrepo-verify-") as tmp:
         keyring = Path(tmp) / "key.gpg"
         _run(["gpg", "--batch", "--dearmor", "-o", str(keyring), str(repo.root / "gpgkey")])
-        for directory in (repo.toolkit_dir, *repo.cuda_dirs):
+        archive = [f"{debianarchive.ARCHIVE_DIR}/dists/{suite}" for suite in debianarchive.suites()]
+        for directory in (repo.toolkit_dir, *repo.cuda_dirs, *archive):
             base = repo.root / directory
             _run(["gpgv", "--keyring", str(keyring), str(base / "InRelease")])
             _run(
