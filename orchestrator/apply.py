@@ -280,9 +280,12 @@ def failure_message(res: Mapping[str, Any]) -> str:
     return msg
 
 
-# ssh's words when the host went away under a run (a reboot, a crash, the network)
+# ssh's words when the host went away under a run (a reboot, a crash, the network), and
+# ansible-core's own when ssh exited 255 while a pipelined module ran (its ssh connection
+# plugin, `_run`): the words a lab host's reboot mid-task gave (tests/lab/test_faults_lab.py)
 _GONE = ("Connection refused", "Connection reset", "closed by remote host", "Broken pipe",
-         "No route to host", "Connection timed out", "timed out")  # fmt: skip
+         "No route to host", "Connection timed out", "timed out",
+         "Data could not be sent to remote host")  # fmt: skip
 
 
 def unreachable_message(msg: str) -> str:

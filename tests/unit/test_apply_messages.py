@@ -51,3 +51,21 @@ def test_a_host_gone_mid_run_says_so_in_the_stats() -> None:
         "refused (the host went away mid-run: rebooting, down, or hung)",
     )
     assert unreachable_message("") == "unreachable: no answer"
+
+
+def test_a_reboot_mid_task_is_the_host_going_away() -> None:
+    """What Ansible said of a lab host rebooted under a pipelined apt task (2026-12-03,
+    tests/lab/test_faults_lab.py::test_a_host_rebooted_mid_apply_is_named_gone): ssh exited
+    255, and the module's own stderr follows ansible-core's words."""
+    said = (
+        'Task failed: Data could not be sent to remote host "127.0.0.1". Make sure this host '
+        "can be reached over ssh: Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+        "SyntaxError: unexpected character after line continuation character "
+        "(sitecustomize.py, line 1)\nTraceback (most recent call last):\n"
+        '  File "<string>", line 1, in <module>\n'
+        "ModuleNotFoundError: No module named 'apt'"
+    )
+    message = unreachable_message(said)
+    assert message.startswith("unreachable: Task failed: Data could not be sent to remote host")
+    assert message.endswith("(the host went away mid-run: rebooting, down, or hung)")
+    assert "\n" not in message
