@@ -129,3 +129,41 @@ def test_the_budget_counts_a_drained_host_outside_the_targets() -> None:
     facts = {"n1": parse_host("n1", real_raw()), "n2": _drained_at("n2")}
     with pytest.raises(BadInputError, match="used up: n2 stays drained"):
         batch_size(None, "1", ["n1"], facts, 2)
+
+
+def test_a_host_this_run_drained_then_lost_says_drained_mid_upgrade(tmp_path: Path) -> None:
+    """Issue 27, item 6: a host the run drained and then lost (a reboot: unreachable) is not
+    only "unreachable": the report says this run left it drained at its step, and how to
+    resume. The run's job events as ansible-runner writes them (task paths of the role's step
+    files)."""
+    from orchestrator.apply import ApplyResult, HostApplyStats
+    from orchestrator.rollout import still_drained
+
+    events = tmp_path / "ansible" / "job_events"
+    events.mkdir(parents=True)
+    role = "/x/roles/driver_upgrade/tasks"
+    for n, (kind, path) in enumerate(
+        [
+            ("runner_on_ok", f"{role}/step-drain.yml:2"),
+            ("runner_on_start", f"{role}/step-install.yml:5"),
+        ],
+        1,
+    ):
+        event = {"counter": n, "event": kind, "event_data": {"host": "n1", "task_path": path}}
+        (events / f"{n}-x.json").write_text(json.dumps(event))
+    lost = HostApplyStats(
+        ok=12,
+        unreachable=1,
+        roles=("driver_upgrade",),
+        failed_tasks=("Install: unreachable: Connection reset (the host went away mid-run: "
+                      "rebooting, down, or hung)",),
+    )  # fmt: skip
+    result = ApplyResult(
+        hosts={"n1": lost}, status="failed", rc=4, artifact_dir=tmp_path, check_mode=False
+    )
+    n1 = still_drained(result, {"n1": parse_host("n1", real_raw())}).hosts["n1"]
+    assert not n1.succeeded
+    assert n1.failed_tasks[0].startswith("Install: unreachable: ")
+    assert n1.failed_tasks[-1] == (
+        "drained mid-upgrade by this run (step install); `provision apply --limit n1` resumes it"
+    )
