@@ -324,17 +324,19 @@ def _pin(lab: RunningLab, old: Node, version: str) -> None:
     )
 
 
-# Added on 2026-12-01 (issues 25 and 27) and never run to completion on this machine: its
-# 2 cores ran eight sessions' lab tests at load 30-54 and the upgrade lab's first converge
-# outlasted every attempt. Until one run has passed, they are not in the default (CI) run;
-# GPUPROV_LAB_NEW_UPGRADE_TESTS=1 runs them, in this order, on the same upgrade lab.
-UNPROVEN = pytest.mark.skipif(
-    os.environ.get("GPUPROV_LAB_NEW_UPGRADE_TESTS") != "1",
-    reason="new upgrade-lab test, not yet run to completion (GPUPROV_LAB_NEW_UPGRADE_TESTS=1)",
+# Added on 2026-12-01 (issues 25 and 27); the whole module passed with them on 2026-12-03
+# (9 passed in 28 min beside other lab runs: Ctrl-C 30 s, backed-out pin 130 s, 595 rerun
+# 155 s). They add about ten group-minutes to CI's lab on 2 cores, whose 45 minutes they do not
+# fit: they are in the extended tier (`make test-lab-extended` sets GPUPROV_LAB_EXTENDED=1),
+# in this order, on the same upgrade lab, as the kernel-update and MIG lab tests are.
+EXTENDED = pytest.mark.skipif(
+    os.environ.get("GPUPROV_LAB_EXTENDED") != "1",
+    reason="extended tier (GPUPROV_LAB_EXTENDED=1, make test-lab-extended): the Ctrl-C, "
+    "backed-out pin and 595 full-rerun upgrade cases",
 )
 
 
-@UNPROVEN
+@EXTENDED
 def test_ctrl_c_after_the_drain_names_the_drained_host_and_stops_ansible(
     upgrade: tuple[RunningLab, Node, Node, Path],
 ) -> None:
@@ -373,7 +375,7 @@ def test_ctrl_c_after_the_drain_names_the_drained_host_and_stops_ansible(
     assert old.hooks()[-1] == "drain"
 
 
-@UNPROVEN
+@EXTENDED
 def test_a_backed_out_pin_finishes_the_abandoned_upgrade(
     upgrade: tuple[RunningLab, Node, Node, Path],
 ) -> None:
@@ -418,7 +420,7 @@ def test_upgrade_across_the_pinning_scheme(
     assert verify["exit_code"] == 0, verify["_output"][-4000:]
 
 
-@UNPROVEN
+@EXTENDED
 def test_at_595_nvidia_smi_is_installed_and_a_full_rerun_changes_nothing(
     upgrade: tuple[RunningLab, Node, Node, Path],
 ) -> None:
