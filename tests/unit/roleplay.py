@@ -4,6 +4,10 @@ The unit tests of the driver and Docker roles' package and repository choices ru
 own task files (preflight, select, install-dnf...) with recorded facts and write what the
 tasks decided to ``<out>/<case>.json``. This module runs such a playbook and reads the files
 back; each test module builds its own plays.
+
+Plays record with the test-only action ``gpuprov_test_record`` (dest, content; in
+ACTION_PLUGINS): it writes the file from Ansible's worker, where ``ansible.builtin.copy``
+started two module processes per file.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+# gpuprov_test_record, for ANSIBLE_ACTION_PLUGINS (tests only: not part of the collection)
+ACTION_PLUGINS = Path(__file__).resolve().parent / "ansible_plugins" / "action"
 
 
 def run_plays(
@@ -46,6 +52,7 @@ def run_plays(
         "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORKS": str(forks),
+        "ANSIBLE_ACTION_PLUGINS": str(ACTION_PLUGINS),
     }
     proc = subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", "inventory.yml", "play.yml"],

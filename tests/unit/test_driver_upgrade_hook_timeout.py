@@ -44,10 +44,10 @@ def test_a_drain_hook_killed_by_its_timeout_may_have_half_drained(tmp_path: Path
         "tasks": [{
             "name": "Step",
             "block": [{"ansible.builtin.include_tasks": str(STEP)}],
-            "rescue": [{"ansible.builtin.copy": {
-                "dest": f"{out}/msg.json", "mode": "0644",
+            "rescue": [{"gpuprov_test_record": {
+                "dest": f"{out}/msg.json",
                 "content": "{{ {'msg': ansible_failed_result.msg} | to_json }}",
-            }, "delegate_to": "localhost"}],
+            }}],
         }],
     }  # fmt: skip
     run_plays(tmp_path, ["node"], [play])

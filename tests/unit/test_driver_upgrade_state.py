@@ -83,14 +83,12 @@ def decided(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 {"name": "State", "ansible.builtin.include_tasks": str(TASKS)},
                 {
                     "name": "Write",
-                    "ansible.builtin.copy": {
+                    "gpuprov_test_record": {
                         "dest": f"{out}/{{{{ inventory_hostname }}}}.json",
                         "content": "{{ {'active': driver_upgrade_active, "
                         "'resumed_at': driver_upgrade_resumed_at, "
                         "'state': __driver_upgrade_state} | to_json }}",
-                        "mode": "0644",
                     },
-                    "delegate_to": "localhost",
                 },
             ],
         }

@@ -57,11 +57,9 @@ _TASKS = """\
       ansible.builtin.set_fact:
         failure: "{{ ansible_failed_result.msg }}"
 - name: Render
-  ansible.builtin.copy:
+  gpuprov_test_record:
     dest: "{{ out }}/{{ inventory_hostname }}.json"
-    mode: "0644"
     content: "{{ result | to_json }}"
-  delegate_to: localhost
   vars:
     result:
       failure: "{{ failure | default('') }}"

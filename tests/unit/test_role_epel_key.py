@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from roleplay import ACTION_PLUGINS  # gpuprov_test_record: the rescue records in the worker
 
 # runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
 pytestmark = pytest.mark.ansible
@@ -67,11 +68,11 @@ def test_a_key_with_another_fingerprint_is_refused(tmp_path: Path) -> None:
         "hosts": "all", "gather_facts": False, "vars": common,
         "tasks": [{
             "name": "Run", "block": [{"ansible.builtin.include_tasks": str(TASKS)}],
-            "rescue": [{"ansible.builtin.copy": {
-                "dest": f"{out}/{{{{ inventory_hostname }}}}.json", "mode": "0644",
+            "rescue": [{"gpuprov_test_record": {
+                "dest": f"{out}/{{{{ inventory_hostname }}}}.json",
                 "content": "{{ {'task': ansible_failed_task.name, "
                            "'msg': ansible_failed_result.msg | default('')} | to_json }}",
-            }, "delegate_to": "localhost"}],
+            }}],
         }],
     }]  # fmt: skip
     (tmp_path / "inv.yml").write_text(yaml.safe_dump(inventory))
@@ -79,7 +80,7 @@ def test_a_key_with_another_fingerprint_is_refused(tmp_path: Path) -> None:
     done = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inv.yml", "play.yml"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
+        env={**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_ACTION_PLUGINS": str(ACTION_PLUGINS)},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:]
     wrong = json.loads((out / "wrong.json").read_text())

@@ -70,7 +70,7 @@ def worked_out(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]
             "tasks": [
                 work,
                 {
-                    "ansible.builtin.copy": {
+                    "gpuprov_test_record": {
                         "dest": str(tmp / f"{case}.json"),
                         "content": "{{ __nvidia_driver_kernel_devel_needed | to_json }}",
                     }

@@ -74,11 +74,9 @@ CASES: dict[str, tuple[dict[str, str], dict[str, Any], str]] = {
 
 _RENDER = """\
 - name: Render the dnf data
-  ansible.builtin.copy:
+  gpuprov_test_record:
     dest: "{{ out }}/{{ inventory_hostname }}.json"
-    mode: "0644"
     content: "{{ result | to_json }}"
-  delegate_to: localhost
   vars:
     result:
       pkg_mgr: "{{ __nvidia_driver_pkg_mgr }}"
@@ -265,7 +263,7 @@ def test_lockstep_plan_across_a_branch_change_keeps_installed_headers(tmp_path: 
             "vars": facts,
             "tasks": [
                 work,
-                {"ansible.builtin.copy": {"dest": str(tmp_path / "out.json"), "content": show}},
+                {"gpuprov_test_record": {"dest": str(tmp_path / "out.json"), "content": show}},
             ],
         }
     ]

@@ -57,11 +57,9 @@ _TASKS = """\
       ansible.builtin.set_fact:
         case_result: {failed: true, msg: "{{ ansible_failed_result.msg | default('') }}"}
 - name: Write the result
-  ansible.builtin.copy:
+  gpuprov_test_record:
     dest: "{{ out }}/{{ inventory_hostname }}.json"
-    mode: "0644"
     content: "{{ case_result | to_json }}"
-  delegate_to: localhost
 """
 
 

@@ -85,9 +85,8 @@ def _play(out: Path) -> list[dict[str, Any]]:
                 _role_task(NOTE_TASK),
                 {
                     "name": "Write what was chosen",
-                    "ansible.builtin.copy": {
+                    "gpuprov_test_record": {
                         "dest": f"{out}/{{{{ inventory_hostname }}}}.json",
-                        "mode": "0644",
                         "content": (
                             "{{ {'flavour': __nvidia_driver_kernel_flavour,"
                             " 'meta': __nvidia_driver_image_metapackage,"

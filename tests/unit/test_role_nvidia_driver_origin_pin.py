@@ -32,11 +32,9 @@ ARCHIVE = f"{VERSION}-9ubuntu0.24.04.1"  # synthetic: newer than NVIDIA's at the
 
 _TASKS = """\
 - name: Render the apt pin file
-  ansible.builtin.template:
-    src: "{{ role_dir }}/templates/apt-preferences.j2"
+  gpuprov_test_record:
     dest: "{{ out }}/{{ inventory_hostname }}.pref"
-    mode: "0644"
-  delegate_to: localhost
+    content: "{{ lookup('ansible.builtin.template', role_dir ~ '/templates/apt-preferences.j2') }}"
 """
 
 

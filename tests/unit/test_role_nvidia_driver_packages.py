@@ -141,11 +141,9 @@ CASES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
 # What each play writes: the selected sets and the rendered source of the driver packages.
 _RENDER = """\
 - name: Render the nvidia_driver package data
-  ansible.builtin.copy:
+  gpuprov_test_record:
     dest: "{{ out }}/{{ inventory_hostname }}.json"
-    mode: "0644"
     content: "{{ result | to_json }}"
-  delegate_to: localhost
   vars:
     result:
       failed: false
@@ -161,22 +159,18 @@ _RENDER = """\
       headers: "{{ __nvidia_driver_headers_packages }}"
       module_stream: "{{ __nvidia_driver_dnf_module_stream | default('') }}"
 - name: Render the apt pin file
-  ansible.builtin.template:
-    src: "{{ role_dir }}/templates/apt-preferences.j2"
+  gpuprov_test_record:
     dest: "{{ out }}/{{ inventory_hostname }}.pref"
-    mode: "0644"
-  delegate_to: localhost
+    content: "{{ lookup('ansible.builtin.template', role_dir ~ '/templates/apt-preferences.j2') }}"
   vars:
     __nvidia_driver_resolved_version: "580.95.05"
 """
 
 _RESCUE = """\
 - name: Record the failure
-  ansible.builtin.copy:
+  gpuprov_test_record:
     dest: "{{ out }}/{{ inventory_hostname }}.json"
-    mode: "0644"
     content: "{{ {'failed': true, 'msg': ansible_failed_result.msg} | to_json }}"
-  delegate_to: localhost
 """
 
 

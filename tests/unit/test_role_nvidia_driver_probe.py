@@ -86,10 +86,9 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]
                     },
                     {
                         "name": "Write what the probe found",
-                        "ansible.builtin.copy": {
+                        "gpuprov_test_record": {
                             "dest": f"{work}/{case}.json",
                             "content": "{{ nvidia_driver_found | to_json }}",
-                            "mode": "0644",
                         },
                     },
                 ],

@@ -93,14 +93,12 @@ _TASKS = """\
     - name: Keep the refusal
       ansible.builtin.set_fact:
         case_result: {failed: true, msg: "{{ ansible_failed_result.msg | default('') }}"}
-- name: Write every host's result (one file, one module run)
-  ansible.builtin.copy:
+- name: Write every host's result (one file, from the controller)
+  gpuprov_test_record:
     dest: "{{ out }}/results.json"
-    mode: "0644"
     content: >-
       {{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all
          | map('extract', hostvars, 'case_result'))) | to_json }}
-  delegate_to: localhost
   run_once: true
 """
 
