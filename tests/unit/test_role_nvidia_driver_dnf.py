@@ -97,35 +97,41 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("nvidia_driver_dnf")
     out = work / "out"
     out.mkdir()
-    plays = []
-    for case, (facts, role_vars, kernel) in CASES.items():
-        steps = [
-            {
-                "name": step,
-                "ansible.builtin.include_role": {
-                    "name": "nvidia_driver",
-                    "tasks_from": f"{step}.yml",
-                    "public": True,
-                },
-            }
-            for step in ("preflight", "select")
-        ]
-        plays.append(
-            {
-                "name": case,
-                "hosts": case,
-                "gather_facts": False,
-                "vars": {
-                    "ansible_facts": facts,
-                    "__nvidia_driver_kernel": kernel,
-                    "out": str(out),
-                    "nvidia_driver_fabricmanager": True,
-                    **role_vars,
-                },
-                "tasks": [*steps, *yaml.safe_load(_RENDER)],
-            }
-        )
-    run_plays(work, CASES, plays)
+    steps = [
+        {
+            "name": step,
+            "ansible.builtin.include_role": {
+                "name": "nvidia_driver",
+                "tasks_from": f"{step}.yml",
+                "public": True,
+            },
+        }
+        for step in ("preflight", "select")
+    ]
+    # One play over every case: a case's facts, kernel and role variables are inventory
+    # variables.
+    hostvars = {
+        case: {
+            "case_facts": facts,
+            "__nvidia_driver_kernel": kernel,
+            "nvidia_driver_fabricmanager": True,
+            **role_vars,
+        }
+        for case, (facts, role_vars, kernel) in CASES.items()
+    }
+    plays = [
+        {
+            "name": "Render the dnf data",
+            "hosts": "all",
+            "gather_facts": False,
+            "vars": {
+                "ansible_facts": "{{ case_facts }}",
+                "out": str(out),
+            },
+            "tasks": [*steps, *yaml.safe_load(_RENDER)],
+        }
+    ]
+    run_plays(work, CASES, plays, hostvars=hostvars)
     return out
 
 

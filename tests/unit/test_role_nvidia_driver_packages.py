@@ -175,42 +175,40 @@ _RESCUE = """\
 
 
 def _playbook(out: Path) -> list[dict[str, Any]]:
-    plays: list[dict[str, Any]] = []
-    for case, (facts, role_vars) in CASES.items():
-        block = [
-            {
-                "name": "Preflight",
-                "ansible.builtin.include_role": {
-                    "name": "nvidia_driver",
-                    "tasks_from": "preflight.yml",
-                },
+    """One play over every case (a play per case loads the role again for each): a case's
+    facts and role variables are its inventory variables."""
+    block = [
+        {
+            "name": "Preflight",
+            "ansible.builtin.include_role": {
+                "name": "nvidia_driver",
+                "tasks_from": "preflight.yml",
             },
-            {
-                "name": "Select",
-                "ansible.builtin.include_role": {
-                    "name": "nvidia_driver",
-                    "tasks_from": "select.yml",
-                    "public": True,
-                },
+        },
+        {
+            "name": "Select",
+            "ansible.builtin.include_role": {
+                "name": "nvidia_driver",
+                "tasks_from": "select.yml",
+                "public": True,
             },
-            *yaml.safe_load(_RENDER),
-        ]
-        plays.append(
-            {
-                "name": case,
-                "hosts": case,
-                "gather_facts": False,
-                "vars": {
-                    "ansible_facts": facts,
-                    "__nvidia_driver_kernel": KERNEL,
-                    "out": str(out),
-                    "role_dir": str(REPO / "roles" / "nvidia_driver"),
-                    **role_vars,
-                },
-                "tasks": [{"block": block, "rescue": yaml.safe_load(_RESCUE)}],
-            }
-        )
-    return plays
+        },
+        *yaml.safe_load(_RENDER),
+    ]
+    return [
+        {
+            "name": "Render the nvidia_driver package data",
+            "hosts": "all",
+            "gather_facts": False,
+            "vars": {
+                "ansible_facts": "{{ case_facts }}",
+                "__nvidia_driver_kernel": KERNEL,
+                "out": str(out),
+                "role_dir": str(REPO / "roles" / "nvidia_driver"),
+            },
+            "tasks": [{"block": block, "rescue": yaml.safe_load(_RESCUE)}],
+        }
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +216,10 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("nvidia_driver_render")
     out = work / "out"
     out.mkdir()
-    run_plays(work, CASES, _playbook(out))
+    hostvars = {
+        case: {"case_facts": facts, **role_vars} for case, (facts, role_vars) in CASES.items()
+    }
+    run_plays(work, CASES, _playbook(out), hostvars=hostvars)
     return out
 
 
