@@ -192,6 +192,11 @@ def test_a_second_apply_is_refused_by_the_host_lock_and_ctrl_c_stops_the_first(
     preflight fails within seconds, apt having no lists yet, so the first run often ended
     before the second was refused. A Ctrl-C mid-upgrade is test_upgrade_lab.py's.)"""
     first = lab.hosts[0]
+    # the SIGKILL case above left its lock on this host (its run cannot give it back; a run
+    # takes it over once that pid is gone): without it, the lock seen below is the first run's
+    # (CI, 2026-12-03: the stale one was seen, the second run started, took it over first, and
+    # the first run was the one refused)
+    _sh(lab, first, "rm -rf /var/lib/gpuprov/run.lock")
     proc = start(lab, tmp_path / "first.json", "apply", "--limit", first, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 600
@@ -239,6 +244,9 @@ def test_a_host_rebooted_mid_apply_is_named_gone(lab: RunningLab, tmp_path: Path
     drained it mid-upgrade: tests/unit/test_rollout.py (rollout.still_drained)."""
     second = lab.hosts[1]
     boot = _sh(lab, second, "cat /proc/sys/kernel/random/boot_id").strip()
+    # the lock the pause case's run left (the host stopped answering before it was given
+    # back): without it, the lock seen below is this run's
+    _sh(lab, second, "rm -rf /var/lib/gpuprov/run.lock")
     proc = start(lab, tmp_path / "r.json", "apply", "--limit", second, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 600
