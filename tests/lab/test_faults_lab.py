@@ -45,6 +45,7 @@ pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
 STATE = "/var/lib/gpuprov/upgrade.json"
+LOCK = "/var/lib/gpuprov/run.lock"  # the host's run lock (orchestrator/hostlock.py)
 DRAINED = {  # as roles/driver_upgrade/tasks/record.yml writes it after the drain step
     "target": "595.91.07 open",
     "from": "580.159.04 open",
@@ -99,6 +100,29 @@ def _in_apply(proc: subprocess.Popen[str], lab: RunningLab, timeout: float = 600
         assert time.monotonic() < deadline, "Ansible never started"
         time.sleep(1)
     time.sleep(20)  # gathering facts, the first tasks
+
+
+def _apply_holding_the_lock(
+    lab: RunningLab, host: str, report: Path, cwd: Path
+) -> subprocess.Popen[str]:
+    """`provision apply --limit host`, returned once it holds the host's run lock (site.yml's
+    first task after the plan). An earlier case's run that could not give its lock back (the
+    SIGKILL and pause cases) leaves it behind: removed first, so the lock seen is this run's
+    (CI, 2026-12-03: the stale one was seen at once, a second run started and took it over
+    first, and this run was the one refused)."""
+    _sh(lab, host, f"rm -rf {LOCK}")
+    proc = start(lab, report, "apply", "--limit", host, cwd=cwd)
+    try:
+        deadline = time.monotonic() + 600
+        while lab.ssh(host, f"test -d {LOCK}").returncode != 0:
+            assert proc.poll() is None, "the run ended before it took the host's lock"
+            assert time.monotonic() < deadline, "the run never took the host's lock"
+            time.sleep(2)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return proc
 
 
 def test_max_unavailable_counts_a_host_drained_outside_the_limit(
@@ -192,18 +216,8 @@ def test_a_second_apply_is_refused_by_the_host_lock_and_ctrl_c_stops_the_first(
     preflight fails within seconds, apt having no lists yet, so the first run often ended
     before the second was refused. A Ctrl-C mid-upgrade is test_upgrade_lab.py's.)"""
     first = lab.hosts[0]
-    # the SIGKILL case above left its lock on this host (its run cannot give it back; a run
-    # takes it over once that pid is gone): without it, the lock seen below is the first run's
-    # (CI, 2026-12-03: the stale one was seen, the second run started, took it over first, and
-    # the first run was the one refused)
-    _sh(lab, first, "rm -rf /var/lib/gpuprov/run.lock")
-    proc = start(lab, tmp_path / "first.json", "apply", "--limit", first, cwd=tmp_path)
+    proc = _apply_holding_the_lock(lab, first, tmp_path / "first.json", tmp_path)
     try:
-        deadline = time.monotonic() + 600
-        while lab.ssh(first, "test -d /var/lib/gpuprov/run.lock").returncode != 0:
-            assert proc.poll() is None, "the first run ended before it took the lock"
-            assert time.monotonic() < deadline, "the first run never took the lock"
-            time.sleep(2)
         second = subprocess.run(
             _cmd(lab, tmp_path / "second.json", "apply", "--limit", first),
             cwd=tmp_path,
@@ -232,7 +246,7 @@ def test_a_second_apply_is_refused_by_the_host_lock_and_ctrl_c_stops_the_first(
     assert host["status"] == "interrupted" and host["at"], host
     assert "interrupted; hosts mid-change" in output and first in output, output[-3000:]
     assert not _ansible_of(lab), f"Ansible runs on: {_ansible_of(lab)}"
-    gone = lab.ssh(first, "test -d /var/lib/gpuprov/run.lock")
+    gone = lab.ssh(first, f"test -d {LOCK}")
     assert gone.returncode != 0, "the interrupted run gave its lock back"
 
 
@@ -244,17 +258,8 @@ def test_a_host_rebooted_mid_apply_is_named_gone(lab: RunningLab, tmp_path: Path
     drained it mid-upgrade: tests/unit/test_rollout.py (rollout.still_drained)."""
     second = lab.hosts[1]
     boot = _sh(lab, second, "cat /proc/sys/kernel/random/boot_id").strip()
-    # the lock the pause case's run left (the host stopped answering before it was given
-    # back): without it, the lock seen below is this run's
-    _sh(lab, second, "rm -rf /var/lib/gpuprov/run.lock")
-    proc = start(lab, tmp_path / "r.json", "apply", "--limit", second, cwd=tmp_path)
+    proc = _apply_holding_the_lock(lab, second, tmp_path / "r.json", tmp_path)
     try:
-        deadline = time.monotonic() + 600
-        # mid-run: the run took the host's lock (site.yml's first task after the plan)
-        while lab.ssh(second, "test -d /var/lib/gpuprov/run.lock").returncode != 0:
-            assert proc.poll() is None, "the run ended before it took the host's lock"
-            assert time.monotonic() < deadline, "the run never took the host's lock"
-            time.sleep(2)
         time.sleep(10)
         # the host reboots (systemd's reboot; the lab's container restarts, as in
         # test_lab_engine.py's reboot test)
