@@ -75,6 +75,21 @@ UseDNS no
 """
 
 
+# Speed only (hostfiles/gpuprov_lab_zipcache.py says why): Python on the lab hosts keeps the
+# bytecode of what it compiles from zip archives (Ansible's module payloads). Debian's
+# interpreters read .pth files in /usr/lib/python3/dist-packages at start-up.
+ZIPCACHE_MODULE = "gpuprov_lab_zipcache"
+ZIPCACHE_DIR = "usr/lib/python3/dist-packages"
+
+
+def _zipcache_source() -> str:
+    return (
+        resources.files("orchestrator.lab")
+        .joinpath("hostfiles", f"{ZIPCACHE_MODULE}.py")
+        .read_text()
+    )
+
+
 @dataclass(frozen=True)
 class Recipe:
     """Everything that decides what a test-host image contains."""
@@ -104,6 +119,8 @@ class Recipe:
             "etc/systemd/system/gpuprov-boot-id.service": BOOT_ID_UNIT,
             # Empty: systemd makes a machine id per host at its first boot.
             "etc/machine-id": "",
+            f"{ZIPCACHE_DIR}/{ZIPCACHE_MODULE}.py": _zipcache_source(),
+            f"{ZIPCACHE_DIR}/{ZIPCACHE_MODULE}.pth": f"import {ZIPCACHE_MODULE}\n",
         }
 
     def links(self) -> dict[str, str]:
