@@ -24,22 +24,21 @@ PYTHONPATH=tests/lab "$venv/bin/python" -m aptrepo build >/dev/null || exit 1
 # files' alphabetical order, the order of one serial run.
 # Group a: the session lab's driver chain: the driver role's converge (Debian 13's from the
 # test double of Debian's archive; the real 550 DKMS build in the extended tier), then
-# verification, the wheel, plain ansible-playbook and the rerun tests on the hosts
-# test_verify_lab.py converged (the rerun test last). It is CI's critical path (2,181 s of
-# the lab's 2,187 on 2026-12-03, the other groups ended by 1,972 s), so validation, which
-# brings up a lab of its own, runs in group d.
-a=(tests/lab/test_role_nvidia_driver.py
-  tests/lab/test_verify_lab.py tests/lab/test_wheel_lab.py
+# verification, plain ansible-playbook and the rerun tests on the hosts test_verify_lab.py
+# converged (the rerun test last). It is CI's critical path (2,181 s of the lab's 2,187 on
+# 2026-12-03, the other groups ended by 1,972 s), so validation (a lab of its own) and the
+# installed wheel (check mode with the roles' tasks skipped: any reachable host) run in d.
+a=(tests/lab/test_role_nvidia_driver.py tests/lab/test_verify_lab.py
   tests/lab/test_without_provision_lab.py tests/lab/test_rerun_lab.py)
 # Group d: a session lab of its own (its own GPUPROV_LAB name) for the tests that need no
 # driver: connections (bastion, become), detection, the simulator, the plan's precedence and
-# the runtime roles (docker, then the toolkit on the hosts docker converged), and validation
-# on a lab of its own (GPUPROV_LAB's name). Until 2026-12-02 these ran first in group a: one
-# serial chain of 70 minutes (docs/benchmarks.md).
+# the runtime roles (docker, then the toolkit on the hosts docker converged), validation on
+# a lab of its own (GPUPROV_LAB's name) and the installed wheel. Until 2026-12-02 these ran
+# first in group a: one serial chain of 70 minutes (docs/benchmarks.md).
 d=(tests/lab/test_bastion_lab.py tests/lab/test_become_lab.py tests/lab/test_detect_lab.py
   tests/lab/test_gpusim_lab.py tests/lab/test_plan_precedence_lab.py
   tests/lab/test_role_docker.py tests/lab/test_role_nvidia_container_toolkit.py
-  tests/lab/test_validate_lab.py)
+  tests/lab/test_validate_lab.py tests/lab/test_wheel_lab.py)
 # Groups b and c: tests that bring up labs of their own, balanced by the sums of their
 # --durations on 2026-12-02 (three groups at once on this 2-core machine): b: upgrade 15 min,
 # Ubuntu resolution 5.5, the rest 1.3; c: dnf 9, EFA 4.7, faults 3.5, multi-node 2.5,
