@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ from ..session import Output, Session, open_session
 from ..verify.runner import SCHEME
 
 NAME = SCHEME
+PREFETCH_THREADS = 32  # commands of other hosts run ahead, at most this many at once
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,10 @@ class _Registry:
         self.specs: dict[str, HostSpec] = {}
         self.sessions: dict[str, Session] = {}
         self.failed: dict[str, HostError] = {}
-        self.outputs: dict[tuple[str, str], Output] = {}
+        self.outputs: dict[tuple[str, str], Future[Output]] = {}
         self.trace: list[tuple[str, float, str]] | None = None  # (host, seconds, command)
         self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
 
     def session(self, name: str) -> Session:
         with self._lock:
@@ -64,14 +67,38 @@ class _Registry:
     def read(self, name: str, command: str) -> Output:
         """`command`'s output on host `name`, run once per suite run: the suite only reads,
         and checks one moment of the host; several checks ask the same (the loaded driver,
-        `nvidia-smi -L`, the packages), and asking again only costs the host's time."""
+        `nvidia-smi -L`, the packages), and asking again only costs the host's time.
+
+        The same command starts at once on this process's other open hosts too: every host
+        is asked the same questions, one host after the other (pytest runs a module's tests
+        for one host, then for the next), so each host's answers are ready or under way when
+        its turn comes, and the hosts' commands overlap instead of adding up. A command
+        another host's checks never ask costs that host's time only: the suite only reads."""
+        with self._lock:
+            wanted = self._submit(name, command)
+            for other in self.sessions:
+                if other != name:
+                    self._submit(other, command)
+        return wanted.result()
+
+    def _submit(self, name: str, command: str) -> Future[Output]:
+        """(Under the lock.) The future of `command` on `name`, started if it is new."""
         key = (name, command)
         if key not in self.outputs:
-            started = time.monotonic()
-            self.outputs[key] = self.session(name).run(command)
-            if self.trace is not None:
-                self.trace.append((name, time.monotonic() - started, command))
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=max(1, min(len(self.specs), PREFETCH_THREADS)),
+                    thread_name_prefix="verify-read",
+                )
+            self.outputs[key] = self._pool.submit(self._run, name, command)
         return self.outputs[key]
+
+    def _run(self, name: str, command: str) -> Output:
+        started = time.monotonic()
+        out = self.session(name).run(command)
+        if self.trace is not None:
+            self.trace.append((name, time.monotonic() - started, command))
+        return out
 
     def open_all(self, names: list[str]) -> None:
         """Open the sessions of `names` side by side (connection and sudo are the slow part);
@@ -93,6 +120,10 @@ class _Registry:
             self.sessions[name] = session
 
     def close_all(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:  # what no test asked for is not started; what runs, ends first
+            pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             sessions, self.sessions = list(self.sessions.values()), {}
         for s in sessions:

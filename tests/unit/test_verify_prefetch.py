@@ -1,0 +1,67 @@
+"""`provision verify`'s reads (orchestrator/verify/backend.py): a command one host's checks ask
+starts at once on the process's other hosts, so hosts' commands overlap; each command still
+runs once per host. Sessions here are stand-ins that record what they ran (no host)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from orchestrator.session import Output
+from orchestrator.verify import backend
+
+
+@dataclass
+class _Recording:
+    name: str
+    ran: list[str] = field(default_factory=list)
+    started: threading.Event = field(default_factory=threading.Event)  # a command began
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def run(self, command: str) -> Output:
+        self.ran.append(command)
+        self.started.set()
+        assert self.release.wait(10), "never released"
+        return Output(0, f"{self.name}:{command}".encode(), b"")
+
+    def close(self) -> None:
+        pass
+
+
+def _registry(names: list[str]) -> tuple[backend._Registry, dict[str, _Recording]]:
+    registry = backend._Registry()
+    sessions = {n: _Recording(n) for n in names}
+    for n in names:
+        registry.specs[n] = None  # type: ignore[assignment]  # only counted here
+        registry.sessions[n] = sessions[n]  # type: ignore[assignment]
+    return registry, sessions
+
+
+def test_a_command_asked_of_one_host_starts_on_the_others_before_they_ask() -> None:
+    registry, sessions = _registry(["a", "b", "c"])
+    sessions["a"].release.set()
+    try:
+        assert registry.read("a", "dkms status").stdout == b"a:dkms status"
+        # b and c run it now, while nothing has asked them yet
+        for name in ("b", "c"):
+            assert sessions[name].started.wait(5)
+        sessions["b"].release.set()
+        sessions["c"].release.set()
+        assert registry.read("b", "dkms status").stdout == b"b:dkms status"
+        assert registry.read("c", "dkms status").stdout == b"c:dkms status"
+        registry.read("a", "dkms status")  # asked again: the answer it has
+        assert [s.ran for s in sessions.values()] == [["dkms status"]] * 3
+    finally:
+        for s in sessions.values():
+            s.release.set()
+        registry.close_all()
+
+
+def test_what_no_check_asked_is_not_started_after_the_suite() -> None:
+    registry, sessions = _registry(["a", "b"])
+    sessions["a"].release.set()
+    sessions["b"].release.set()
+    registry.read("a", "uname -r")
+    registry.close_all()
+    assert sessions["b"].ran in ([], ["uname -r"])  # started before the end, or cancelled
+    assert registry.sessions == {}
