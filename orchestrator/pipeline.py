@@ -17,6 +17,7 @@ import functools
 import importlib
 import json
 import re
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # planning is imported where it runs: `provision detect` neve
 
 if TYPE_CHECKING:
     from .inventory import VaultOptions
+    from .verify.runner import SuiteRun
 
 RawFacts = dict[str, str]
 GPU_GROUP = "gpu_nodes"
@@ -247,9 +249,11 @@ def _verify_hosts(
     workdir: Path,
     plan_file: Path | None = None,
     console: Console | None = None,
+    suite: SuiteRun | None = None,
 ) -> dict[str, rep.StageResult]:
     """orchestrator.verify: the testinfra suite against the planned state, read from the plan
-    document the hosts were applied with (`plan_file`), else one written from the plans."""
+    document the hosts were applied with (`plan_file`), else one written from the plans.
+    `suite`: its processes, already started for these hosts and more (`_start_suite`)."""
     from .inventory import Inventory
     from .plandoc import write_plan_document
     from .progress import StageProgress
@@ -263,7 +267,10 @@ def _verify_hosts(
     with timing.stage("verify", hosts), StageProgress(shown, "verify", len(hosts)) as stage:
         # each host reached as detection reaches it (jump hosts, become, vault: the inventory
         # as loaded), one session per host for the whole suite
-        run = run_suite([fleet.handle.host(h) for h in hosts], workdir, plan_file=plan_file)
+        if suite is not None:
+            run = suite.finish(hosts, plan_file)
+        else:
+            run = run_suite([fleet.handle.host(h) for h in hosts], workdir, plan_file=plan_file)
         for h in hosts:
             stage.advance(failed=any(c.status == "fail" for c in run.results.get(h, ())))
     return {
@@ -272,6 +279,19 @@ def _verify_hosts(
         else rep.StageResult("error", note="the suite reported nothing for this host")
         for h in hosts
     }
+
+
+def _start_suite(fleet: Fleet, opts: StageOptions) -> tuple[Path, SuiteRun] | None:
+    """`provision verify`'s suite processes, started for every host of the fleet, with the
+    run's artifacts folder; None without an inventory (nothing to verify) or hosts."""
+    from .inventory import Inventory
+    from .verify.runner import start_suite
+
+    if not isinstance(fleet.handle, Inventory) or not fleet.hosts:
+        return None
+    run_dir = apply_mod.new_run_dir(apply_mod.artifacts_root(opts.artifacts_dir))
+    handle = fleet.handle
+    return run_dir, start_suite([handle.host(h) for h in fleet.hosts], run_dir)
 
 
 _SSH_LOST = re.compile(r"exit_status=255, .*_stderr=b['\"](ssh: [^'\"\\]*)")
@@ -702,12 +722,37 @@ def run_validate(opts: StageOptions) -> int:
 
 def run_verify(opts: StageOptions) -> int:
     console = _console(opts)
-    fleet, detected = _detect_fleet(opts, console)
-    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
+    fleet = _load_inventory(opts.inventory, opts.limit, opts)
+    # The suite's processes start now and collect their tests while detection and planning
+    # run; they are told afterwards which hosts to check (detected, not blocked) and the plan.
+    early = _start_suite(fleet, opts)
+    try:
+        detected = _detect(fleet, console)
+        policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
+    except BaseException:
+        if early is not None:
+            early[1].cancel()
+        raise
     hosts = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
-    run_dir = apply_mod.new_run_dir(apply_mod.artifacts_root(opts.artifacts_dir)) if hosts else None
+    run_dir = early[0] if early is not None else None
+    if not hosts and early is not None:
+        early[1].cancel()
+        shutil.rmtree(early[0], ignore_errors=True)
+        run_dir = None
+    elif hosts and run_dir is None:
+        run_dir = apply_mod.new_run_dir(apply_mod.artifacts_root(opts.artifacts_dir))
     verification = (
-        _verify_hosts(fleet, hosts, plans, policies, run_dir, console=console) if run_dir else {}
+        _verify_hosts(
+            fleet,
+            hosts,
+            plans,
+            policies,
+            run_dir,
+            console=console,
+            suite=early[1] if early is not None else None,
+        )
+        if run_dir
+        else {}
     )
     reports = rep.host_reports(
         fleet.hosts,

@@ -96,7 +96,142 @@ class _Shard:
     failed: Path
     log: Path
     proc: subprocess.Popen[bytes] | None = None
-    fd: int = -1
+    pipe: int = -1  # the write end: the second message (which hosts, which plan) goes here
+    writer: threading.Thread | None = None  # the last message's writer
+
+
+class SuiteRun:
+    """The suite's pytest processes, started before the plan is known.
+
+    `start_suite` starts them with the hosts that may be verified: each process starts
+    Python, imports pytest, testinfra and the suite and collects its tests while the caller
+    detects and plans. `finish` then tells them which of those hosts to verify and with
+    which plan document; each opens its hosts' sessions and runs their checks."""
+
+    def __init__(self, shards: list[_Shard], plan_file: Path | None, junit: Path) -> None:
+        self._shards = shards
+        self._plan_file = plan_file
+        self.junit = junit
+
+    def finish(self, keep: Sequence[str], plan_file: Path | None = None) -> VerifyRun:
+        """Verify the hosts of `keep` (the others get no result); wait for the suite."""
+        plan = plan_file or self._plan_file
+        wanted = set(keep)
+        try:
+            for shard in self._shards:
+                message: dict[str, Any] = {"keep": [h for h in shard.hosts if h in wanted]}
+                if plan is not None:
+                    message["plan"] = str(plan)
+                _send(shard, message)
+            codes = [s.proc.wait() for s in self._shards if s.proc is not None]
+        except BaseException:  # Ctrl-C, a signal: nothing of the suite outlives provision
+            for shard in self._shards:
+                if shard.proc is not None and shard.proc.poll() is None:
+                    shard.proc.kill()
+                    shard.proc.wait()
+            raise
+        for shard in self._shards:
+            if shard.writer is not None:
+                shard.writer.join(timeout=10)
+        return self._results(wanted, codes, plan)
+
+    def cancel(self) -> None:
+        """End what still runs: a process told nothing sees its pipe close and ends with no
+        host verified; one that does not, within 10 s, is killed."""
+        for shard in self._shards:
+            _send(shard, None)
+        for shard in self._shards:
+            if shard.writer is not None:
+                shard.writer.join(timeout=10)
+            if shard.proc is not None and shard.proc.poll() is None:
+                try:
+                    shard.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    shard.proc.kill()
+                    shard.proc.wait()
+
+    def _results(self, wanted: set[str], codes: list[int], plan: Path | None) -> VerifyRun:
+        failed: dict[str, dict[str, str | None]] = {}
+        runs = [s for s in self._shards if any(h in wanted for h in s.hosts)]
+        for r in runs:
+            if r.failed.exists():
+                failed.update(json.loads(r.failed.read_text("utf-8") or "{}"))
+            kept = [h for h in r.hosts if h in wanted]
+            if not r.junit.exists() and not all(h in failed for h in kept):
+                tail = r.log.read_text("utf-8", errors="replace")[-2000:] if r.log.exists() else ""
+                raise HostError(
+                    f"the verification suite did not run for {', '.join(kept[:5])} "
+                    f"(pytest exit {r.proc.returncode if r.proc else '?'}): {tail}",
+                    fix="run the suite by hand to see why: "
+                    + " ".join(suite_command(Path("INVENTORY"), kept[0], r.junit, plan, 1)),
+                )
+        documents = [r.junit.read_text("utf-8") for r in runs if r.junit.exists()]
+        self.junit.write_text(merge_junit(documents))
+        results = parse_junit(self.junit.read_text("utf-8"))
+        for name, error in failed.items():
+            results[name] = (
+                CheckResult(
+                    name="verify.connection",
+                    status="fail",
+                    value=None,
+                    limit=None,
+                    unit="",
+                    diagnosis=str(error.get("message") or "")
+                    + (f" (fix: {error['fix']})" if error.get("fix") else ""),
+                ),
+            )
+        # pytest exit 5: nothing collected or all deselected (every host of the process
+        # unreachable, named above, or none of its hosts kept)
+        code = max((c for c in codes if c != 5), default=1 if failed else 0)
+        return VerifyRun(results, self.junit, code)
+
+
+def start_suite(
+    hosts: Sequence[InventoryHost],
+    workdir: Path,
+    plan_file: Path | None = None,
+    processes: int | None = None,
+) -> SuiteRun:
+    """Start the suite's pytest processes for `hosts` (see `run_suite`); `SuiteRun.finish`
+    says which of them to verify."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    by_name = {h.name: h for h in hosts}
+    count = processes if processes is not None else processes_for(len(hosts))
+    env = dict(os.environ)
+    env.pop(VERIFY_FD, None)
+    # the suite needs testinfra only: no other installed pytest plugin loads (and costs)
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    started: list[_Shard] = []
+    try:
+        for i, names in enumerate(shards(list(by_name), count)):
+            shard = _Shard(
+                names,
+                workdir / f"verify-junit-{i}.xml",
+                workdir / f"verify-failed-{i}.json",
+                workdir / f"verify-{i}.log",
+            )
+            for stale in (shard.junit, shard.failed):
+                stale.unlink(missing_ok=True)
+            read_end, shard.pipe = os.pipe()
+            cmd = shard_command(names, shard.junit, shard.failed, None)
+            try:
+                with shard.log.open("wb") as log:
+                    shard.proc = subprocess.Popen(
+                        cmd,
+                        env={**env, VERIFY_FD: str(read_end)},
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        pass_fds=(read_end,),
+                    )
+            finally:
+                os.close(read_end)
+            started.append(shard)
+            _send(shard, {"hosts": {n: _spec(by_name[n]) for n in names}})
+    except BaseException:
+        SuiteRun(started, plan_file, workdir / "verify-junit.xml").cancel()
+        raise
+    return SuiteRun(started, plan_file, workdir / "verify-junit.xml")
 
 
 def run_suite(
@@ -111,95 +246,39 @@ def run_suite(
     through orchestrator/session.py: one session per host for all its checks; become with a
     password answered once). The hosts are dealt into `processes` pytest processes (default
     `processes_for`), each opening its hosts' sessions side by side; what each process needs
-    (the hosts, their variables, become passwords) goes to it over an inherited pipe. Their
-    JUnit files are merged into one, `verify-junit.xml`. `plan_file`: the plan document
-    (orchestrator/plandoc.py) the hosts were applied with; None: the inventory's variables.
-    A host whose session cannot be opened has one result, `verify.connection`, with why."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    junit = workdir / "verify-junit.xml"
-    by_name = {h.name: h for h in hosts}
-    count = processes if processes is not None else processes_for(len(hosts))
-    env = dict(os.environ)
-    env.pop(VERIFY_FD, None)
-    # the suite needs testinfra only: no other installed pytest plugin loads (and costs)
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    runs: list[_Shard] = []
-    writers: list[threading.Thread] = []
+    (the hosts, their variables, become passwords; then which hosts to check and the plan)
+    goes to it over an inherited pipe. Their JUnit files are merged into one,
+    `verify-junit.xml`. `plan_file`: the plan document (orchestrator/plandoc.py) the hosts
+    were applied with; None: the inventory's variables. A host whose session cannot be
+    opened has one result, `verify.connection`, with why."""
+    return start_suite(hosts, workdir, plan_file, processes).finish([h.name for h in hosts])
+
+
+def _send(shard: _Shard, message: Mapping[str, Any] | None) -> None:
+    """One JSON line to the shard's pipe, after the ones before it: the first says which
+    hosts it may be given, the second (which ends the pipe) which of them to verify and the
+    plan; None ends the pipe with nothing more. A process that has ended reads nothing."""
+    if shard.pipe < 0:
+        return
+    last = message is None or "keep" in message
+    data = b"" if message is None else json.dumps(message, default=str).encode() + b"\n"
+    fd, shard.pipe = shard.pipe, (-1 if last else shard.pipe)
+    shard.writer = threading.Thread(target=_write, args=(fd, data, last, shard.writer), daemon=True)
+    shard.writer.start()
+
+
+def _write(fd: int, data: bytes, close: bool, after: threading.Thread | None) -> None:
+    if after is not None:
+        after.join()
     try:
-        for i, names in enumerate(shards(list(by_name), count)):
-            shard = _Shard(
-                names,
-                workdir / f"verify-junit-{i}.xml",
-                workdir / f"verify-failed-{i}.json",
-                workdir / f"verify-{i}.log",
-            )
-            for stale in (shard.junit, shard.failed):
-                stale.unlink(missing_ok=True)
-            read_end, write_end = os.pipe()
-            shard.fd = read_end
-            data = json.dumps(
-                {"hosts": {n: _spec(by_name[n]) for n in names}}, default=str
-            ).encode()
-            writer = threading.Thread(target=_write, args=(write_end, data), daemon=True)
-            writer.start()
-            writers.append(writer)
-            cmd = shard_command(names, shard.junit, shard.failed, plan_file)
-            with shard.log.open("wb") as log:
-                shard.proc = subprocess.Popen(
-                    cmd,
-                    env={**env, VERIFY_FD: str(read_end)},
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    pass_fds=(read_end,),
-                )
-            os.close(read_end)
-            shard.fd = -1
-            runs.append(shard)
-        codes = [r.proc.wait() for r in runs if r.proc is not None]
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:  # the process ended (it failed, or was told to end): nothing to tell
+        pass
     finally:
-        for r in runs:
-            if r.proc is not None and r.proc.poll() is None:
-                r.proc.kill()
-                r.proc.wait()
-            if r.fd >= 0:
-                os.close(r.fd)
-        for w in writers:
-            w.join(timeout=5)
-    failed: dict[str, dict[str, str | None]] = {}
-    for r in runs:
-        if r.failed.exists():
-            failed.update(json.loads(r.failed.read_text("utf-8") or "{}"))
-        if not r.junit.exists() and not all(h in failed for h in r.hosts):
-            tail = r.log.read_text("utf-8", errors="replace")[-2000:] if r.log.exists() else ""
-            raise HostError(
-                f"the verification suite did not run for {', '.join(r.hosts[:5])} "
-                f"(pytest exit {r.proc.returncode if r.proc else '?'}): {tail}",
-                fix="run the suite by hand to see why: "
-                + " ".join(suite_command(Path("INVENTORY"), r.hosts[0], r.junit, plan_file, 1)),
-            )
-    junit.write_text(merge_junit([r.junit.read_text("utf-8") for r in runs if r.junit.exists()]))
-    results = parse_junit(junit.read_text("utf-8"))
-    for name, error in failed.items():
-        results[name] = (
-            CheckResult(
-                name="verify.connection",
-                status="fail",
-                value=None,
-                limit=None,
-                unit="",
-                diagnosis=str(error.get("message") or "")
-                + (f" (fix: {error['fix']})" if error.get("fix") else ""),
-            ),
-        )
-    # pytest exit 5: nothing collected (every host of the process unreachable, named above)
-    code = max((c for c in codes if c != 5), default=1 if failed else 0)
-    return VerifyRun(results, junit, code)
-
-
-def _write(fd: int, data: bytes) -> None:
-    with os.fdopen(fd, "wb") as pipe:
-        pipe.write(data)
+        if close:
+            os.close(fd)
 
 
 def shard_command(

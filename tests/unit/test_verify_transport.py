@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.inventory import load_inventory
-from orchestrator.verify.runner import run_suite
+from orchestrator.verify.runner import run_suite, start_suite
 
 
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
@@ -45,3 +45,32 @@ def test_an_unreachable_host_is_one_line_and_the_others_are_checked(tmp_path: Pa
     # every distinct command once per host
     commands = [line.split("\t", 2)[2] for line in trace.read_text().splitlines()]
     assert len(commands) == len(set(commands)) and len(commands) > 5
+
+
+def test_the_suite_starts_before_the_plan_and_checks_only_the_hosts_it_is_given(
+    tmp_path: Path,
+) -> None:
+    """`provision verify` starts the suite's process while it detects and plans; a host
+    detection could not reach (or the plan blocks) is then left out: no session, no result."""
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[gpu_nodes]\nhere ansible_connection=local\nleft ansible_connection=local\n")
+    hosts = list(load_inventory(inv).hosts)
+    trace = tmp_path / "trace"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUPROV_VERIFY_TRACE", str(trace))
+        suite = start_suite(hosts, tmp_path / "verify", processes=1)
+        run = suite.finish(["here"])
+    assert set(run.results) == {"here"}
+    names = [c.get("name", "") for c in ET.parse(run.junit).getroot().iter("testcase")]
+    assert names and all(n.endswith("[ansible://here]") for n in names)
+    assert {line.split("\t", 1)[0] for line in trace.read_text().splitlines()} == {"here"}
+
+
+def test_a_suite_told_nothing_ends_without_checking(tmp_path: Path) -> None:
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[gpu_nodes]\nhere ansible_connection=local\n")
+    suite = start_suite(list(load_inventory(inv).hosts), tmp_path / "verify", processes=1)
+    suite.cancel()  # detection failed, or bad input: nothing is verified
+    assert all(s.proc is not None and s.proc.poll() is not None for s in suite._shards)
+    junit = tmp_path / "verify" / "verify-junit-0.xml"
+    assert not junit.exists() or not list(ET.parse(junit).getroot().iter("testcase"))

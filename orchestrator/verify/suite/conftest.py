@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pytest
 
@@ -29,6 +29,7 @@ from orchestrator.verify import backend
 from orchestrator.verify.expect import Expectation, expectation_from_vars
 
 _PLAN = pytest.StashKey[dict[str, dict[str, Any]]]()
+_PIPE = pytest.StashKey[BinaryIO]()  # from the runner (provision verify)
 VERIFY_FD = "GPUPROV_VERIFY_FD"
 TRACE = "GPUPROV_VERIFY_TRACE"  # a file: each command's host, seconds and text are added to it
 _TUPLES = ("known_hosts", "groups", "become_flags")
@@ -61,17 +62,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_PLAN] = read_plan_document(Path(path)) if path else {}
     except BadInputError as e:
         raise pytest.UsageError(str(e)) from e
-    backend.REGISTRY.specs.update(_read_hosts())
+    fd = os.environ.pop(VERIFY_FD, None)
+    if fd:
+        pipe = os.fdopen(int(fd), "rb")
+        config.stash[_PIPE] = pipe
+        backend.REGISTRY.specs.update(_host_specs(json.loads(pipe.readline() or b"{}")))
     if os.environ.get(TRACE):
         backend.REGISTRY.trace = []
 
 
-def _read_hosts() -> dict[str, backend.HostSpec]:
-    fd = os.environ.pop(VERIFY_FD, None)
-    if not fd:
-        return {}
-    with os.fdopen(int(fd), "rb") as pipe:
-        data = json.loads(pipe.read() or b"{}")
+def _host_specs(data: dict[str, Any]) -> dict[str, backend.HostSpec]:
     out = {}
     for name, spec in data.get("hosts", {}).items():
         fields = dict(spec["host"])
@@ -84,21 +84,32 @@ def _read_hosts() -> dict[str, backend.HostSpec]:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Open every host's session at once; the tests of a host that cannot be reached are
-    deselected (its error is the runner's to report, once)."""
+    """Under `provision verify`: wait for the runner's word (it detects and plans while this
+    process starts and collects): which of the hosts to verify, and the plan document. Then
+    open their sessions at once; the tests of a host not to verify, or that cannot be
+    reached, are deselected (an unreachable host's error is the runner's to report, once)."""
     registry = backend.REGISTRY
-    if not registry.specs:
+    pipe = config.stash.get(_PIPE, None)
+    if pipe is None:
         return
+    with pipe:
+        word = json.loads(pipe.readline() or b'{"keep": []}')  # closed: verify none
+    if word.get("plan"):
+        try:
+            config.stash[_PLAN] = read_plan_document(Path(word["plan"]))
+        except BadInputError as e:
+            raise pytest.UsageError(str(e)) from e
+    wanted = set(word.get("keep") or ())
+    for host in [n for n in registry.specs if n not in wanted]:
+        del registry.specs[host]
     registry.open_all(sorted(registry.specs))
-    if not registry.failed:
-        return
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:
         spec = getattr(item, "callspec", None)
         param = spec.params.get("_testinfra_host") if spec is not None else None
         name = param.backend.get_hostname() if param is not None else None
-        (drop if name in registry.failed else keep).append(item)
+        (keep if name is None or name in registry.sessions else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
