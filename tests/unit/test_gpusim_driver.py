@@ -246,3 +246,25 @@ def test_apt_lists_prefer_the_suites_point_release_kernel(tmp_path: Path) -> Non
     )  # fmt: skip
     assert kernel.from_apt_lists(lists, "bookworm") == "6.1.0-41-amd64"
     assert kernel.from_apt_lists(lists, None) == "6.1.0-57-amd64"
+
+
+def test_a_parsed_file_is_kept_where_the_commands_keep_their_bytecode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On lab hosts (sys.pycache_prefix set by the commands) each data file is parsed once,
+    not on every nvidia-smi call; a changed file is parsed again."""
+    data = tmp_path / "profile.yaml"
+    data.write_text("gpu_model: h100\ncount: 8\n")
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "pycache"))
+    monkeypatch.setattr(yamlsubset, "_PARSED", {})
+    assert yamlsubset.load_path(data) == {"gpu_model": "h100", "count": 8}
+    (kept,) = (tmp_path / "pycache" / "yaml").iterdir()
+    monkeypatch.setattr(yamlsubset, "_PARSED", {})  # a new call of the command
+    monkeypatch.setattr(yamlsubset, "loads", lambda text: pytest.fail("parsed again"))
+    assert yamlsubset.load_path(data) == {"gpu_model": "h100", "count": 8}
+    monkeypatch.undo()
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "pycache"))
+    monkeypatch.setattr(yamlsubset, "_PARSED", {})
+    data.write_text("gpu_model: h200\ncount: 8\n")
+    os.utime(data, ns=(kept.stat().st_mtime_ns, kept.stat().st_mtime_ns + 1))
+    assert yamlsubset.load_path(data) == {"gpu_model": "h200", "count": 8}

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gzip
-import lzma
 import os
 import re
 import struct
@@ -91,6 +89,9 @@ def _elf_sections(blob: bytes | None, path: Path, names: tuple[bytes, ...]) -> b
 
 def _modinfo(path: Path) -> bytes:
     """The module's .modinfo and .comment sections (version=, license=, the compiler)."""
+    import gzip  # here: most gpusim calls read no compressed module
+    import lzma
+
     try:
         if path.name.endswith(".xz"):
             blob: bytes | None = lzma.decompress(path.read_bytes())
@@ -168,7 +169,7 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=8)
 def cuda_version(driver_version: str) -> str:
-    data = yamlsubset.loads((DATA_DIR / "models.yaml").read_text())
+    data = yamlsubset.load_path(DATA_DIR / "models.yaml")
     assert isinstance(data, dict)
     table = data["cuda_min_driver"]
     assert isinstance(table, dict)

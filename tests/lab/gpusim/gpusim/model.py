@@ -203,7 +203,7 @@ def load_models(path: Path | None = None) -> tuple[dict[str, GpuModel], dict[str
 
 @functools.lru_cache(maxsize=4)
 def _load_models(path: Path) -> tuple[dict[str, GpuModel], dict[str, SwitchModel]]:
-    data = _mapping(yamlsubset.loads(path.read_text()), "models")
+    data = _mapping(yamlsubset.load_path(path), "models")
     gpus = {
         key: gpu_model(key, _mapping(value, key))
         for key, value in _mapping(data["gpus"], "gpus").items()
@@ -224,7 +224,7 @@ def _load_models(path: Path) -> tuple[dict[str, GpuModel], dict[str, SwitchModel
 def load_profile(path: Path) -> Profile:
     where = str(path)
     try:
-        data = _mapping(yamlsubset.loads(path.read_text()), where)
+        data = _mapping(yamlsubset.load_path(path), where)
     except (OSError, yamlsubset.YamlSubsetError) as exc:
         raise ProfileError(f"{where}: {exc}") from exc
     gpus, switches = load_models()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,8 @@ def timestamp(now: float | None = None) -> str:
 
 
 def mig_device_uuid(g: GpuView, gpu_instance: int, compute_instance: int) -> str:
+    import hashlib  # here: only this output hashes
+
     h = hashlib.sha256(f"{g.state.uuid}/{gpu_instance}/{compute_instance}".encode()).hexdigest()
     return f"MIG-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import time
@@ -11,9 +10,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from gpusim.model import Profile
+
+TYPE_CHECKING = False  # typing costs every gpusim call its import: for mypy only
+if TYPE_CHECKING:
+    from typing import Any
 
 STATE_VERSION = 1
 FAULTS = (
@@ -98,6 +100,8 @@ class State:
 
 
 def _digest(*parts: str) -> str:
+    import hashlib  # here: only a new state digests
+
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 

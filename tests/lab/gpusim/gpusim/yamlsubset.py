@@ -7,7 +7,10 @@ floats, booleans, null. A unit test checks this reader agrees with PyYAML on eve
 
 from __future__ import annotations
 
+import marshal
+import os
 import re
+import sys
 from dataclasses import dataclass
 
 Scalar = str | int | float | bool | None
@@ -158,4 +161,43 @@ def loads(text: str) -> Node:
     node, pos = _block(lines, 0, lines[0].indent)
     if pos != len(lines):
         raise YamlSubsetError(f"line {lines[pos].number}: unexpected content")
+    return node
+
+
+_PARSED: dict[str, Node] = {}
+
+
+def load_path(path: os.PathLike[str] | str) -> Node:
+    """The file at `path`, parsed once per process. Where the gpusim commands keep their
+    bytecode in a cache (lab hosts: sys.pycache_prefix), the parsed value is kept beside it,
+    keyed by the file's path, size and modification time, so a command called many times (a
+    probe runs nvidia-smi about ten times) parses each file once. Speed only."""
+    name = os.fspath(path)
+    if name in _PARSED:
+        return _PARSED[name]
+    folder = os.path.join(sys.pycache_prefix, "yaml") if sys.pycache_prefix else None
+    cached = None
+    if folder is not None:
+        st = os.stat(name)
+        flat = name.strip("/").replace("/", "%")
+        cached = os.path.join(folder, f"{flat}.{st.st_size}.{st.st_mtime_ns}.marshal")
+        try:
+            with open(cached, "rb") as f:
+                node: Node = marshal.load(f)
+            _PARSED[name] = node
+            return node
+        except (OSError, EOFError, ValueError, TypeError):
+            pass
+    with open(name, encoding="utf-8") as f:
+        node = loads(f.read())
+    if cached is not None and folder is not None:
+        try:
+            os.makedirs(folder, exist_ok=True)
+            partial = f"{cached}.{os.getpid()}.tmp"
+            with open(partial, "wb") as out:
+                marshal.dump(node, out)
+            os.replace(partial, cached)
+        except OSError:
+            pass
+    _PARSED[name] = node
     return node
