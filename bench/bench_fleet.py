@@ -496,10 +496,12 @@ def _cpu() -> float:
 
 
 def _container_mib(fleet: Fleet) -> int:
-    out = engine.docker(
-        ["exec", fleet.container, "cat", "/sys/fs/cgroup/memory.current"], check=False
-    )
-    return int(out.strip()) // (1 << 20) if out.strip().isdigit() else -1
+    """The fleet container's memory use (cgroup v2's memory.current, else v1's usage)."""
+    for path in ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory/memory.usage_in_bytes"):
+        out = engine.docker(["exec", fleet.container, "cat", path], check=False).strip()
+        if out.isdigit():
+            return int(out) // (1 << 20)
+    return -1
 
 
 def pipeline_once(inventory: Path, workdir: Path) -> tuple[dict[str, StageRun], dict[str, int]]:
@@ -514,7 +516,7 @@ def pipeline_once(inventory: Path, workdir: Path) -> tuple[dict[str, StageRun], 
     from orchestrator.catalog import default_catalog
 
     console = Console(stderr=True, highlight=False)
-    args = argparse.Namespace(runtime=None, image=None, json=True, junit=None)
+    opts = pipeline.StageOptions(json=True)  # validate's own defaults otherwise
     runs: dict[str, StageRun] = {}
     state: dict[str, object] = {}
 
@@ -553,7 +555,7 @@ def pipeline_once(inventory: Path, workdir: Path) -> tuple[dict[str, StageRun], 
     plan_file = plandoc.write_plan_document(workdir, skips.host_vars)
     validation: Any = stage(
         "validate",
-        lambda: pipeline._validation(fleet, targets, detected, plans, policies, args),
+        lambda: pipeline._validation(fleet, targets, detected, plans, policies, opts),
     )
     verification: Any = stage(
         "verify",

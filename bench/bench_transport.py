@@ -76,6 +76,7 @@ def stage_spans(report: Path) -> dict[str, float]:
 
 
 def commands(inventory: Path, hosts: Sequence[str], work: Path) -> dict[str, list[str]]:
+    from orchestrator.probe import probe_script
     from orchestrator.verify.runner import suite_command
 
     provision = _tool("provision", "orchestrator.cli")
@@ -86,7 +87,12 @@ def commands(inventory: Path, hosts: Sequence[str], work: Path) -> dict[str, lis
     )
     return {
         "provision detect": [*provision, "detect", "-i", str(inventory)],
-        "ansible -m gpuprov.nvidia.gpu_probe": [*ansible, "-m", "gpuprov.nvidia.gpu_probe"],
+        # the module takes the probe as its argument, as the plan action passes it (raw: the
+        # ad-hoc command templates its arguments, and the probe holds Docker format strings)
+        "ansible -m gpuprov.nvidia.gpu_probe": [
+            *ansible, "-m", "gpuprov.nvidia.gpu_probe",
+            "-a", json.dumps({"script": "{% raw %}" + probe_script() + "{% endraw %}"}),
+        ],
         "ansible -m setup": [*ansible, "-m", "ansible.builtin.setup"],
         "provision verify": [*provision, "verify", "-i", str(inventory)],
         "suite, testinfra ansible backend (before)": old,
