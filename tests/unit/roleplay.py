@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,3 +71,28 @@ def result(out: Path, case: str) -> dict[str, Any]:
     """What one case's play wrote."""
     data: dict[str, Any] = json.loads((out / f"{case}.json").read_text(encoding="utf-8"))
     return data
+
+
+def work_dirs(tmp_path_factory: pytest.TempPathFactory, name: str) -> tuple[Path, Path]:
+    """A fresh work folder for run_plays, and the empty ``out`` folder in it plays record to."""
+    work = tmp_path_factory.mktemp(name)
+    (work / "out").mkdir()
+    return work, work / "out"
+
+
+def os_facts(dist: str, version: str, family: str, arch: str = "x86_64") -> dict[str, str]:
+    """The ansible_facts a role's OS selection reads."""
+    return {
+        "distribution": dist,
+        "distribution_version": version,
+        "distribution_major_version": version.split(".")[0],
+        "os_family": family,
+        "architecture": arch,
+    }
+
+
+def failure(out: Path, case: str) -> str:
+    """The message of a case whose play must have recorded a failure."""
+    r = result(out, case)
+    assert r["failed"]
+    return str(r["msg"])

@@ -4,37 +4,37 @@ local-connection hosts whose facts come from the real fixture."""
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from _helpers import H200, copy_facts
 
 from orchestrator import apply as apply_mod
 from orchestrator import pipeline
 from orchestrator.cli import main
 from orchestrator.parsers import parse_host
 
-REAL = Path(__file__).resolve().parents[2] / "tests" / "recorded" / "fixtures" / "real"
-H200 = REAL / "h200x2-ubuntu2404-580"
+# the same host under another GPU id: an unknown one ("odd"), an H100 ("p5")
+OTHER_GPU = {"odd": "device=0x9999", "p5": "device=0x2330"}
 
 
 def facts_dir(tmp_path: Path, unknown: bool = False, h100: bool = False) -> Path:
-    root = tmp_path / "facts"
-    shutil.copytree(H200, root / "h200-real")
-    if unknown:  # the same host with an unknown GPU id
-        shutil.copytree(H200, root / "odd")
-        pci = root / "odd" / "sysfs-pci-devices.txt"
-        pci.chmod(0o644)
-        pci.write_text(pci.read_text().replace("device=0x2335", "device=0x9999"))
-    if h100:
-        shutil.copytree(H200, root / "p5")
-        pci = root / "p5" / "sysfs-pci-devices.txt"
-        pci.chmod(0o644)
-        pci.write_text(pci.read_text().replace("device=0x2335", "device=0x2330"))
-    for p in root.rglob("*"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
+    names = ("h200-real", *(("odd",) if unknown else ()), *(("p5",) if h100 else ()))
+    root = copy_facts(tmp_path, names)
+    for name in names[1:]:
+        pci = root / name / "sysfs-pci-devices.txt"
+        pci.write_text(pci.read_text().replace("device=0x2335", OTHER_GPU[name]))
     return root
+
+
+def validation(local_fleet: dict[str, Path]) -> Any:
+    """`validate --limit h200-real` on the local fleet: the report's validation of h200-real."""
+    report = local_fleet["tmp"] / "r.json"
+    argv = ["-i", str(local_fleet["inventory"]), "--limit", "h200-real", "--report", str(report)]
+    main(["validate", *argv])
+    return json.loads(report.read_text())["hosts"]["h200-real"]["validation"]
 
 
 def test_plan_offline_json_plans_the_real_h200(
@@ -222,21 +222,9 @@ def test_validate_says_plainly_when_not_available(
         return real_import(name)
 
     monkeypatch.setattr(pipeline.importlib, "import_module", no_runner)
-    report = local_fleet["tmp"] / "r.json"
-    main(
-        [
-            "validate",
-            "-i",
-            str(local_fleet["inventory"]),
-            "--limit",
-            "h200-real",
-            "--report",
-            str(report),
-        ]
-    )
-    doc = json.loads(report.read_text())
-    assert doc["hosts"]["h200-real"]["validation"]["state"] == "not_available"
-    assert doc["hosts"]["h200-real"]["validation"]["note"]
+    result = validation(local_fleet)
+    assert result["state"] == "not_available"
+    assert result["note"]
     assert "available" in capsys.readouterr().out  # the table says so (wrapped at 80 columns)
 
 
@@ -254,21 +242,9 @@ def test_validate_runs_the_health_checks_and_skips_cuda_on_simulated_hosts(
         )
 
     monkeypatch.setattr(pipeline, "_detect", simulated)
-    report = local_fleet["tmp"] / "r.json"
-    main(
-        [
-            "validate",
-            "-i",
-            str(local_fleet["inventory"]),
-            "--limit",
-            "h200-real",
-            "--report",
-            str(report),
-        ]
-    )
-    validation = json.loads(report.read_text())["hosts"]["h200-real"]["validation"]
-    assert validation["state"] == "done"
-    checks = {c["name"]: c for c in validation["checks"]}
+    result = validation(local_fleet)
+    assert result["state"] == "done"
+    checks = {c["name"]: c for c in result["checks"]}
     assert checks["gpu_count"]["status"] == "pass"
     assert any(c["status"] == "skip" and "simulated" in c["diagnosis"] for c in checks.values())
     assert not any(c["status"] == "pass" and "simulated" in c["diagnosis"] for c in checks.values())

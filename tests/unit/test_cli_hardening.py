@@ -6,47 +6,23 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+from _helpers import REPO as ROOT
+from _helpers import copy_facts, write_inventory
 
 from orchestrator import pipeline, progress, report
 from orchestrator.cli import build_parser, main
 
-ROOT = Path(__file__).resolve().parents[2]
-H200 = ROOT / "tests" / "recorded" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
+inventory = write_inventory
 
 
 def facts_dir(tmp_path: Path, names: tuple[str, ...] = ("h200-real",)) -> Path:
-    root = tmp_path / "facts"
-    for name in names:
-        shutil.copytree(H200, root / name)
-    for p in root.rglob("*"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    return root
-
-
-def inventory(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "hosts.ini"
-    path.write_text(text)
-    return path
-
-
-@pytest.fixture
-def no_hosts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Fails the test if any stage reaches a host (detection is the first contact)."""
-    touched: list[str] = []
-
-    def detect(fleet: pipeline.Fleet, console: object) -> pipeline.Detected:
-        touched.extend(fleet.hosts)
-        raise AssertionError("a host was touched")
-
-    monkeypatch.setattr(pipeline, "_detect", detect)
-    return touched
+    return copy_facts(tmp_path, names)
 
 
 LOCAL = "[gpu_nodes]\nn1 ansible_connection=local\n"

@@ -101,35 +101,27 @@ def _record(role: str, state: list[str], digest: str = "d" * 64) -> str:
     return json.dumps(body, indent=4, sort_keys=True) + "\n"
 
 
+def _probe(records: Path) -> str:
+    """The probe script's output, run here by sh over the records in `records`."""
+    env = {"PATH": "/usr/bin:/bin", "GPUPROV_CONVERGED_DIR": str(records)}
+    return subprocess.run(
+        ["sh", "-s"], input=probe_script(), capture_output=True, text=True, env=env, check=True
+    ).stdout
+
+
 def test_the_probe_prints_each_record_and_its_live_state(tmp_path: Path) -> None:
     conf = tmp_path / "etc" / "daemon.json"
     conf.parent.mkdir()
     conf.write_text("{}\n")
     state = _state(f"file {conf}", "pkg no-such-package-here")
     (tmp_path / "docker.json").write_text(_record("docker", state))
-    done = subprocess.run(
-        ["sh", "-s"],
-        input=probe_script(),
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "GPUPROV_CONVERGED_DIR": str(tmp_path)},
-        check=True,
-    )
-    raw = split_output("h", done.stdout)
+    raw = split_output("h", _probe(tmp_path))
     records = cv.parse_records(raw)
     assert set(records) == {"docker"}
     rec = records["docker"]
     assert rec.problem is None and rec.state == rec.live and len(rec.state) == 2
     conf.write_text('{"edited": true}\n')
-    done = subprocess.run(
-        ["sh", "-s"],
-        input=probe_script(),
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "GPUPROV_CONVERGED_DIR": str(tmp_path)},
-        check=True,
-    )
-    rec = cv.parse_records(split_output("h", done.stdout))["docker"]
+    rec = cv.parse_records(split_output("h", _probe(tmp_path)))["docker"]
     assert rec.live[("file", str(conf))] != rec.state[("file", str(conf))]
 
 

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib.machinery
-import importlib.util
 import json
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from _helpers import load_module
 
 from orchestrator.facts import HostFacts
 from orchestrator.factsdir import load_host
@@ -35,17 +33,7 @@ from aptrepo import dcgm as dcgm_double  # noqa: E402
 HOST = "node-1"
 
 
-def _stand_in() -> ModuleType:
-    path = REPO / "tests/lab/aptrepo/payload/dcgmi"
-    loader = importlib.machinery.SourceFileLoader("dcgmi_double", str(path))
-    spec = importlib.util.spec_from_loader("dcgmi_double", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-DCGMI = _stand_in()
+DCGMI = load_module("dcgmi_double", REPO / "tests/lab/aptrepo/payload/dcgmi")
 SHAPES = dcgm_double.diag_shapes("4.6.0")
 REF = dcgm_double.data()
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import load_module
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
@@ -94,16 +95,10 @@ def test_the_generator_reads_no_role() -> None:
 
 
 def test_the_exporter_double_serves_every_default_counter(tmp_path: Path) -> None:
-    import importlib.machinery
-    import importlib.util
     import json
 
     path = REPO / "tests/lab/aptrepo/payload/dcgm-exporter"
-    loader = importlib.machinery.SourceFileLoader("dcgm_exporter_double", str(path))
-    spec = importlib.util.spec_from_loader("dcgm_exporter_double", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
+    module = load_module("dcgm_exporter_double", path)
     csv = tmp_path / "default-counters.csv"
     csv.write_text(dcgm.exporter_counters())
     state = tmp_path / "var/lib/gpusim/state.json"

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import paramiko
 import pytest
+from _sshserver import Server as SshServer
+from _sshserver import closed_port, start
 
 from orchestrator.detect import detect_hosts, probe_command
 from orchestrator.factsdir import load_dir, save_dir
@@ -20,69 +20,9 @@ from orchestrator.inventory import load_inventory
 from orchestrator.parsers import names, parse_host
 
 
-@dataclass
-class SshServer:
-    port: int
-    host_key: paramiko.PKey
-    client_key: paramiko.PKey
-    commands: list[str] = field(default_factory=list)
-
-
-class _Handler(paramiko.ServerInterface):  # type: ignore[misc]  # paramiko is untyped
-    def __init__(self, server: SshServer) -> None:
-        self.server = server
-
-    def get_allowed_auths(self, username: str) -> str:
-        return "publickey"
-
-    def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
-        ok = username == "root" and key == self.server.client_key
-        return int(paramiko.AUTH_SUCCESSFUL if ok else paramiko.AUTH_FAILED)
-
-    def check_channel_request(self, kind: str, chanid: int) -> int:
-        ok = paramiko.OPEN_SUCCEEDED
-        return int(ok if kind == "session" else paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED)
-
-    def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
-        self.server.commands.append(command.decode())
-        threading.Thread(target=_execute, args=(channel, command.decode()), daemon=True).start()
-        return True
-
-
-def _execute(channel: paramiko.Channel, command: str) -> None:
-    stdin = b""
-    while chunk := channel.recv(65536):
-        stdin += chunk
-    done = subprocess.run(command, shell=True, input=stdin, capture_output=True, check=False)
-    channel.sendall(done.stdout)
-    channel.sendall_stderr(done.stderr)
-    channel.send_exit_status(done.returncode)
-    channel.close()
-
-
-def _serve(listener: socket.socket, server: SshServer) -> None:
-    while True:
-        try:
-            sock, _ = listener.accept()
-        except OSError:
-            return
-        transport = paramiko.Transport(sock)
-        transport.add_server_key(server.host_key)
-        try:
-            transport.start_server(server=_Handler(server))
-        except (paramiko.SSHException, EOFError):
-            continue
-
-
 @pytest.fixture(scope="module")
 def sshd() -> Iterator[SshServer]:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    server = SshServer(
-        listener.getsockname()[1], paramiko.ECDSAKey.generate(), paramiko.ECDSAKey.generate()
-    )
-    threading.Thread(target=_serve, args=(listener, server), daemon=True).start()
+    server, listener = start(paramiko.ECDSAKey.generate())
     yield server
     listener.close()
 
@@ -155,10 +95,7 @@ def test_mixed_fleet_unreachable_host_does_not_stop_the_others(
     tmp_path: Path, sshd: SshServer
 ) -> None:
     known = _known_hosts(tmp_path / "known_hosts", sshd.port, sshd.host_key)
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    dead_port = closed.getsockname()[1]
-    closed.close()  # nothing listens there now
+    dead_port = closed_port()  # nothing listens there now
     extra = (
         f"node-dead ansible_host=127.0.0.1 ansible_port={dead_port}\n"
         "node-local ansible_connection=local\n"
@@ -265,10 +202,7 @@ def _fault(tmp_path: Path, port: int) -> str:
 
 
 def test_refused_port_says_connection_refused(tmp_path: Path) -> None:
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    port = closed.getsockname()[1]
-    closed.close()
+    port = closed_port()
     text = _fault(tmp_path, port)
     assert f"connection refused by 127.0.0.1:{port}" in text
     assert "sshd runs" in text
@@ -326,10 +260,7 @@ def test_ctrl_c_during_detection_does_not_wait_for_hung_probes(tmp_path: Path) -
     import time
 
     listener, silent = _listener("silent")
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    refused = closed.getsockname()[1]
-    closed.close()
+    refused = closed_port()
     inv = tmp_path / "two.ini"
     inv.write_text(
         "[gpu_nodes]\n"

@@ -5,27 +5,16 @@ which print nothing)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from _helpers import load_module
 
 HERE = Path(__file__).resolve().parent
 RECORDED = (HERE / "lab_data" / "dpkg-query-lab-host.txt").read_text()
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "gpuprov_dpkg_filters", HERE.parents[1] / "plugins" / "filter" / "dpkg.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-dpkg = _load()
+dpkg = load_module("gpuprov_dpkg_filters", HERE.parents[1] / "plugins" / "filter" / "dpkg.py")
 
 
 def test_installed_at_the_pinned_version_or_its_wildcard_is_not_missing() -> None:

@@ -18,7 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).parent))
-from roleplay import result, run_plays  # noqa: E402
+from roleplay import result, run_plays, work_dirs  # noqa: E402
 
 # runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
 pytestmark = pytest.mark.ansible
@@ -59,9 +59,7 @@ CASES: dict[str, tuple[dict[str, Any] | None, str]] = {
 
 @pytest.fixture(scope="module")
 def decided(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("upgrade-state")
-    out = work / "out"
-    out.mkdir()
+    work, out = work_dirs(tmp_path_factory, "upgrade-state")
     hostvars: dict[str, dict[str, Any]] = {}
     for case, (state, version) in CASES.items():
         path = work / f"{case}.upgrade.json"

@@ -9,7 +9,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
@@ -17,44 +16,24 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _helpers import REPO as ROOT
+from _helpers import copy_facts, write_inventory
 
-from orchestrator import inputs, pipeline, report
+from orchestrator import inputs, report
 from orchestrator.cli import build_parser, main
 from orchestrator.errors import BadInputError, HostError, InventoryError, PolicyError
 from orchestrator.inventory import load_inventory
 from orchestrator.policy import load_policy
 
-ROOT = Path(__file__).resolve().parents[2]
-H200 = ROOT / "tests" / "recorded" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
 TWO = "[gpu_nodes]\nnode1 ansible_connection=local\nnode2 ansible_connection=local\n"
 
 
-@pytest.fixture
-def no_hosts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Fails the test if any stage reaches a host (detection is the first contact)."""
-    touched: list[str] = []
-
-    def detect(fleet: pipeline.Fleet, console: object) -> pipeline.Detected:
-        touched.extend(fleet.hosts)
-        raise AssertionError("a host was touched")
-
-    monkeypatch.setattr(pipeline, "_detect", detect)
-    return touched
-
-
 def _inventory(tmp_path: Path, text: str = TWO, name: str = "hosts.ini") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
+    return write_inventory(tmp_path, text, name)
 
 
 def _facts(tmp_path: Path, names: tuple[str, ...] = ("node1", "node2")) -> Path:
-    root = tmp_path / "facts"
-    for name in names:
-        shutil.copytree(H200, root / name)
-    for p in root.rglob("*"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    return root
+    return copy_facts(tmp_path, names)
 
 
 def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:

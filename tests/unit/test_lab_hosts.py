@@ -6,26 +6,13 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from _helpers import lab_host_spec as spec
 
 from orchestrator.errors import BadInputError
 from orchestrator.lab import container, engine, hosts, sysctl
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = REPO / "tests" / "lab" / "profiles"
-
-
-def spec(tmp_path: Path, gpusim: Path | None = None) -> container.HostSpec:
-    return container.HostSpec(
-        lab="unit",
-        name="unit-deb12-1",
-        os="debian12",
-        profile="p5.48xlarge",
-        port=40022,
-        image="gpuprov-lab/debian12:0123456789ab",
-        network="gpuprov-lab-unit",
-        profile_file=tmp_path / "profile.yaml",
-        gpusim_dir=gpusim,
-    )
 
 
 def pairs(args: list[str], flag: str) -> list[str]:

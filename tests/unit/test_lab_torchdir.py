@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from _helpers import lab_host_spec
 
 from orchestrator import cli
 from orchestrator.errors import EXIT_BAD_INPUT
@@ -16,17 +17,7 @@ from orchestrator.lab import container, engine, torchdir
 def test_the_torch_directory_is_mounted_read_only_at_debians_local_site_dir(
     tmp_path: Path,
 ) -> None:
-    spec = container.HostSpec(
-        lab="unit",
-        name="unit-deb12-1",
-        os="debian12",
-        profile="p5.48xlarge",
-        port=40022,
-        image="gpuprov-lab/debian12:0123456789ab",
-        network="gpuprov-lab-unit",
-        profile_file=tmp_path / "profile.yaml",
-        gpusim_dir=None,
-    )
+    spec = lab_host_spec(tmp_path)
     args = container.create_args(spec)
     torch = tmp_path / "torch"
     with_torch = container.create_args(dataclasses.replace(spec, mounts=(torchdir.mount(torch),)))

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from _helpers import load_module
 
 from orchestrator.facts import HostFacts
 from orchestrator.factsdir import load_dir
@@ -21,15 +19,6 @@ from orchestrator.parsers.topo import parse_topo
 DERIVED = Path(__file__).resolve().parent / "fixtures_derived"
 
 
-def _derive_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("derive", DERIVED / "derive.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["derive"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def raw() -> dict[str, dict[str, str]]:
     return load_dir(DERIVED)
@@ -41,7 +30,7 @@ def facts(raw: dict[str, dict[str, str]]) -> dict[str, HostFacts]:
 
 
 def test_committed_variants_match_the_generator(raw: dict[str, dict[str, str]]) -> None:
-    assert _derive_module().render() == raw
+    assert load_module("derive", DERIVED / "derive.py", register=True).render() == raw
 
 
 def test_every_variant_parses_without_errors(facts: dict[str, HostFacts]) -> None:

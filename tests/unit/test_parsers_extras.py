@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _helpers import H200 as REAL
 
 from orchestrator.errors import BadInputError
 from orchestrator.factsdir import load_dir, load_host, save_dir
@@ -27,15 +28,6 @@ from orchestrator.parsers.smi_query_gpu import normalise_bus_id, parse_query_gpu
 from orchestrator.parsers.smi_version import parse_smi_version
 from orchestrator.parsers.sysfs_pci import parse_sysfs_pci
 from orchestrator.parsers.topo import parse_topo
-
-REAL = (
-    Path(__file__).resolve().parents[2]
-    / "tests"
-    / "recorded"
-    / "fixtures"
-    / "real"
-    / "h200x2-ubuntu2404-580"
-)
 
 DPKG = """\
 libnvidia-compute-580:amd64\t580.159.04-0ubuntu1\thold\tinstalled

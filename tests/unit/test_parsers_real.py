@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from _helpers import H200 as REAL
 
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import names, parse_host
@@ -22,14 +21,6 @@ from orchestrator.parsers.smi_version import parse_smi_version
 from orchestrator.parsers.sysfs_pci import parse_sysfs_pci
 from orchestrator.parsers.topo import parse_topo
 
-REAL = (
-    Path(__file__).resolve().parents[2]
-    / "tests"
-    / "recorded"
-    / "fixtures"
-    / "real"
-    / "h200x2-ubuntu2404-580"
-)
 BUSES = ("0000:00:06.0", "0000:00:07.0")
 UUIDS = ("GPU-404dd017-98bf-f070-ceff-12f79a8cb0a0", "GPU-e11afe21-b50a-0dfa-6d85-b891d5fb40e6")
 

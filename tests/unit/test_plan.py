@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from _helpers import H200 as REAL
 
 from orchestrator.catalog import default_catalog
 from orchestrator.errors import EXIT_BAD_INPUT, BadInputError, PolicyError
@@ -15,14 +16,6 @@ from orchestrator.parsers import parse_host
 from orchestrator.plan import HostPlan, RolePlan, plan_fleet, plan_host
 from orchestrator.policy import load_policy
 
-REAL = (
-    Path(__file__).resolve().parents[2]
-    / "tests"
-    / "recorded"
-    / "fixtures"
-    / "real"
-    / "h200x2-ubuntu2404-580"
-)
 NO_DRIVER_FILES = ("nvidia-smi", "proc-driver-nvidia", "nvidia-smi-")
 
 DEBIAN_12 = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n'

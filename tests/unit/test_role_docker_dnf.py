@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-from roleplay import result, run_plays  # noqa: E402
+from roleplay import result, run_plays, work_dirs  # noqa: E402
 
 pytestmark = pytest.mark.ansible  # role renders through real Ansible (the ansible tier)
 
@@ -75,9 +75,7 @@ _TASKS = """\
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("docker_dnf")
-    out = work / "out"
-    out.mkdir()
+    work, out = work_dirs(tmp_path_factory, "docker_dnf")
     plays = []
     for case, (dist, version, _file, role_vars) in CASES.items():
         plays.append(

@@ -19,7 +19,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
-from roleplay import result, run_plays  # noqa: E402
+from roleplay import os_facts, result, run_plays, work_dirs  # noqa: E402
 from rpmrepo import model  # noqa: E402
 
 pytestmark = pytest.mark.ansible  # role renders through real Ansible (the ansible tier)
@@ -28,45 +28,35 @@ REF = model.load_reference()
 KERNEL_EL9 = "5.14.0-427.13.1.el9_4.x86_64"  # a RHEL 9.4 `uname -r` from a public transcript
 
 
-def _facts(dist: str, version: str, family: str, arch: str = "x86_64") -> dict[str, str]:
-    return {
-        "distribution": dist,
-        "distribution_version": version,
-        "distribution_major_version": version.split(".")[0],
-        "os_family": family,
-        "architecture": arch,
-    }
-
-
 CASES: dict[str, tuple[dict[str, str], dict[str, Any], str]] = {
     "rhel96_open_580": (
-        _facts("RedHat", "9.6", "RedHat"),
+        os_facts("RedHat", "9.6", "RedHat"),
         {"nvidia_driver_branch": "580"},
         KERNEL_EL9,
     ),
     "rocky94_open_570": (
-        _facts("Rocky", "9.4", "RedHat"),
+        os_facts("Rocky", "9.4", "RedHat"),
         {"nvidia_driver_branch": "570"},
         KERNEL_EL9,
     ),
     "rhel810_proprietary_580": (
-        _facts("RedHat", "8.10", "RedHat"),
+        os_facts("RedHat", "8.10", "RedHat"),
         {"nvidia_driver_branch": "580", "nvidia_driver_flavour": "proprietary"},
         KERNEL_EL9,
     ),
     # AL2023 kernel releases: only their 6.1. / 6.12. prefix matters to the role.
     "al2023_open_580": (
-        _facts("Amazon", "2023", "RedHat"),
+        os_facts("Amazon", "2023", "RedHat"),
         {"nvidia_driver_branch": "580"},
         "6.1.0",
     ),
     "al2023_kernel612": (
-        _facts("Amazon", "2023", "RedHat", arch="aarch64"),
+        os_facts("Amazon", "2023", "RedHat", arch="aarch64"),
         {"nvidia_driver_branch": "570"},
         "6.12.0",
     ),
     "override_os_data": (
-        _facts("Debian", "12.8", "Debian"),
+        os_facts("Debian", "12.8", "Debian"),
         {"nvidia_driver_branch": "580", "nvidia_driver_os_data": "Amazon-2023"},
         "6.1.0",
     ),
@@ -94,9 +84,7 @@ _RENDER = """\
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("nvidia_driver_dnf")
-    out = work / "out"
-    out.mkdir()
+    work, out = work_dirs(tmp_path_factory, "nvidia_driver_dnf")
     steps = [
         {
             "name": step,

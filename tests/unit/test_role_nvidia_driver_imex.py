@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from roleplay import run_plays
+from roleplay import run_plays, work_dirs
 
 from orchestrator.driver_packages import PackagesUnavailable, driver_packages
 
@@ -65,9 +65,7 @@ _TASKS = """\
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    work = tmp_path_factory.mktemp("imex")
-    out = work / "out"
-    out.mkdir()
+    work, out = work_dirs(tmp_path_factory, "imex")
     hostvars = {
         name: {
             "case_facts": {**FACTS[c["os"]], "architecture": "x86_64"},

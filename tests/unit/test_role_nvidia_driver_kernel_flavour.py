@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from roleplay import REPO, result, run_plays
+from roleplay import REPO, result, run_plays, work_dirs
 
 pytestmark = pytest.mark.ansible
 
@@ -104,9 +104,7 @@ def _play(out: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def chosen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    work = tmp_path_factory.mktemp("kernel_flavour")
-    out = work / "out"
-    out.mkdir()
+    work, out = work_dirs(tmp_path_factory, "kernel_flavour")
     hostvars = _hostvars()
     run_plays(work, hostvars, _play(out), hostvars=hostvars, forks=10)
     return {c: result(out, c) for c in hostvars}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from roleplay import run_plays
+from roleplay import run_plays, work_dirs
 
 # runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
 pytestmark = pytest.mark.ansible
@@ -40,9 +40,7 @@ _TASKS = """\
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("origin_pin")
-    out = work / "out"
-    out.mkdir()
+    work, out = work_dirs(tmp_path_factory, "origin_pin")
     role = Path(__file__).resolve().parents[2] / "roles" / "nvidia_driver"
     plays = [
         {

@@ -15,27 +15,17 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-from roleplay import result, run_plays  # noqa: E402
+from roleplay import failure, os_facts, result, run_plays, work_dirs  # noqa: E402
 
 pytestmark = pytest.mark.ansible  # role renders through real Ansible (the ansible tier)
 
 KERNEL = "6.8.0-1024-aws"
 
 
-def _facts(dist: str, version: str, family: str, arch: str = "x86_64") -> dict[str, str]:
-    return {
-        "distribution": dist,
-        "distribution_version": version,
-        "distribution_major_version": version.split(".")[0],
-        "os_family": family,
-        "architecture": arch,
-    }
-
-
 # case -> (facts, role variables)
 CASES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
     "ubuntu2404_distribution_open_580_fm": (
-        _facts("Ubuntu", "24.04", "Debian"),
+        os_facts("Ubuntu", "24.04", "Debian"),
         {
             "nvidia_driver_source": "distribution",
             "nvidia_driver_flavour": "open",
@@ -44,7 +34,7 @@ CASES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
         },
     ),
     "ubuntu2204_cuda_proprietary_535": (
-        _facts("Ubuntu", "22.04", "Debian"),
+        os_facts("Ubuntu", "22.04", "Debian"),
         {
             "nvidia_driver_source": "cuda",
             "nvidia_driver_flavour": "proprietary",
@@ -52,15 +42,15 @@ CASES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
         },
     ),
     "ubuntu2404_cuda_open_580_arm": (
-        _facts("Ubuntu", "24.04", "Debian", arch="aarch64"),
+        os_facts("Ubuntu", "24.04", "Debian", arch="aarch64"),
         {"nvidia_driver_source": "cuda", "nvidia_driver_branch": "580"},
     ),
     "debian12_distribution_open_535": (
-        _facts("Debian", "12.8", "Debian"),
+        os_facts("Debian", "12.8", "Debian"),
         {"nvidia_driver_source": "distribution", "nvidia_driver_branch": "535"},
     ),
     "debian13_distribution_proprietary_535": (
-        _facts("Debian", "13.1", "Debian"),
+        os_facts("Debian", "13.1", "Debian"),
         {
             "nvidia_driver_source": "distribution",
             "nvidia_driver_flavour": "proprietary",
@@ -68,11 +58,11 @@ CASES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
         },
     ),
     "debian13_distribution_open_535": (
-        _facts("Debian", "13.1", "Debian"),
+        os_facts("Debian", "13.1", "Debian"),
         {"nvidia_driver_source": "distribution", "nvidia_driver_branch": "535"},
     ),
     "debian13_distribution_resigned_mirror": (
-        _facts("Debian", "13.1", "Debian"),
+        os_facts("Debian", "13.1", "Debian"),
         {
             "nvidia_driver_source": "distribution",
             "nvidia_driver_flavour": "proprietary",
@@ -82,36 +72,36 @@ CASES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
         },
     ),
     "rhel9_cuda_open_580_fm": (
-        _facts("RedHat", "9.4", "RedHat"),
+        os_facts("RedHat", "9.4", "RedHat"),
         {"nvidia_driver_source": "cuda", "nvidia_driver_fabricmanager": True},
     ),
     "rocky9_cuda_proprietary_570": (
-        _facts("Rocky", "9.5", "RedHat"),
+        os_facts("Rocky", "9.5", "RedHat"),
         {"nvidia_driver_flavour": "proprietary", "nvidia_driver_branch": "570"},
     ),
     "rocky9_distribution": (
-        _facts("Rocky", "9.5", "RedHat"),
+        os_facts("Rocky", "9.5", "RedHat"),
         {"nvidia_driver_source": "distribution"},
     ),
     # NVIDIA's naming scheme across branches (packages.yaml cuda_apt.branches).
     "ubuntu2404_cuda_open_575_fm": (
-        _facts("Ubuntu", "24.04", "Debian"),
+        os_facts("Ubuntu", "24.04", "Debian"),
         {"nvidia_driver_branch": "575", "nvidia_driver_fabricmanager": True},
     ),
     "ubuntu2204_cuda_open_580_fm": (
-        _facts("Ubuntu", "22.04", "Debian"),
+        os_facts("Ubuntu", "22.04", "Debian"),
         {"nvidia_driver_branch": "580", "nvidia_driver_fabricmanager": True},
     ),
     "ubuntu2404_cuda_open_595_fm": (
-        _facts("Ubuntu", "24.04", "Debian"),
+        os_facts("Ubuntu", "24.04", "Debian"),
         {"nvidia_driver_branch": "595", "nvidia_driver_fabricmanager": True},
     ),
     "ubuntu2204_cuda_proprietary_595": (
-        _facts("Ubuntu", "22.04", "Debian"),
+        os_facts("Ubuntu", "22.04", "Debian"),
         {"nvidia_driver_branch": "595", "nvidia_driver_flavour": "proprietary"},
     ),
     "ubuntu2204_distribution_open_595_fm": (
-        _facts("Ubuntu", "22.04", "Debian"),
+        os_facts("Ubuntu", "22.04", "Debian"),
         {
             "nvidia_driver_source": "distribution",
             "nvidia_driver_branch": "595",
@@ -119,21 +109,24 @@ CASES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
         },
     ),
     "debian12_cuda_open_575_fm": (
-        _facts("Debian", "12.8", "Debian"),
+        os_facts("Debian", "12.8", "Debian"),
         {"nvidia_driver_branch": "575", "nvidia_driver_fabricmanager": True},
     ),
     "debian12_cuda_open_580_fm": (
-        _facts("Debian", "12.8", "Debian"),
+        os_facts("Debian", "12.8", "Debian"),
         {"nvidia_driver_branch": "580", "nvidia_driver_fabricmanager": True},
     ),
     "debian12_cuda_open_595_fm": (
-        _facts("Debian", "12.8", "Debian"),
+        os_facts("Debian", "12.8", "Debian"),
         {"nvidia_driver_branch": "595", "nvidia_driver_fabricmanager": True},
     ),
-    "debian13_cuda_open_580": (_facts("Debian", "13.1", "Debian"), {"nvidia_driver_branch": "580"}),
-    "ubuntu2004_unsupported": (_facts("Ubuntu", "20.04", "Debian"), {}),
+    "debian13_cuda_open_580": (
+        os_facts("Debian", "13.1", "Debian"),
+        {"nvidia_driver_branch": "580"},
+    ),
+    "ubuntu2004_unsupported": (os_facts("Ubuntu", "20.04", "Debian"), {}),
     "debian12_version_outside_branch": (
-        _facts("Debian", "12.8", "Debian"),
+        os_facts("Debian", "12.8", "Debian"),
         {"nvidia_driver_branch": "535", "nvidia_driver_version": "550.163.01"},
     ),
 }
@@ -213,9 +206,7 @@ def _playbook(out: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("nvidia_driver_render")
-    out = work / "out"
-    out.mkdir()
+    work, out = work_dirs(tmp_path_factory, "nvidia_driver_render")
     hostvars = {
         case: {"case_facts": facts, **role_vars} for case, (facts, role_vars) in CASES.items()
     }
@@ -296,10 +287,9 @@ def test_a_resigned_debian_mirror_is_checked_against_its_own_key(rendered: Path)
 
 
 def test_debian13_tesla_branch_has_no_open_modules(rendered: Path) -> None:
-    r = result(rendered, "debian13_distribution_open_535")
-    assert r["failed"]
-    assert "no open kernel modules for branch 535" in r["msg"]
-    assert "flavours there: proprietary" in r["msg"]
+    msg = failure(rendered, "debian13_distribution_open_535")
+    assert "no open kernel modules for branch 535" in msg
+    assert "flavours there: proprietary" in msg
 
 
 def test_rhel9_cuda_module_stream_and_key(rendered: Path) -> None:
@@ -322,23 +312,20 @@ def test_rocky9_uses_the_rhel_data(rendered: Path) -> None:
 
 
 def test_rhel_has_no_distribution_source(rendered: Path) -> None:
-    r = result(rendered, "rocky9_distribution")
-    assert r["failed"]
-    assert "nvidia_driver_source=distribution is not available" in r["msg"]
-    assert "available: cuda" in r["msg"]
+    msg = failure(rendered, "rocky9_distribution")
+    assert "nvidia_driver_source=distribution is not available" in msg
+    assert "available: cuda" in msg
 
 
 def test_unsupported_os_names_the_supported_ones(rendered: Path) -> None:
-    r = result(rendered, "ubuntu2004_unsupported")
-    assert r["failed"]
-    assert "Ubuntu 20.04 is not supported" in r["msg"]
-    assert "Ubuntu 22.04, Ubuntu 24.04, Debian 12, Debian 13, RHEL 8, RHEL 9" in r["msg"]
+    msg = failure(rendered, "ubuntu2004_unsupported")
+    assert "Ubuntu 20.04 is not supported" in msg
+    assert "Ubuntu 22.04, Ubuntu 24.04, Debian 12, Debian 13, RHEL 8, RHEL 9" in msg
 
 
 def test_version_must_belong_to_the_branch(rendered: Path) -> None:
-    r = result(rendered, "debian12_version_outside_branch")
-    assert r["failed"]
-    assert "nvidia_driver_version=550.163.01" in r["msg"]
+    msg = failure(rendered, "debian12_version_outside_branch")
+    assert "nvidia_driver_version=550.163.01" in msg
 
 
 def test_pin_file_pins_every_nvidia_package_to_the_version(rendered: Path) -> None:
@@ -390,10 +377,9 @@ def test_from_590_names_lose_the_branch_and_the_pinning_package_comes_first(
 
 
 def test_no_proprietary_set_is_recorded_for_590_on_ubuntu(rendered: Path) -> None:
-    r = result(rendered, "ubuntu2204_cuda_proprietary_595")
-    assert r["failed"]
-    assert "no proprietary kernel modules for branch 595" in r["msg"]
-    assert "flavours there: open" in r["msg"]
+    msg = failure(rendered, "ubuntu2204_cuda_proprietary_595")
+    assert "no proprietary kernel modules for branch 595" in msg
+    assert "flavours there: open" in msg
 
 
 def test_canonical_archive_has_no_pinning_package(rendered: Path) -> None:

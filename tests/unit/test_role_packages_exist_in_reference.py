@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
 from aptrepo.graphs import canonical_replay, cuda_replay, kernels  # noqa: E402
 from aptrepo.packages import cuda_packages  # noqa: E402
-from roleplay import run_plays  # noqa: E402
+from roleplay import os_facts, run_plays, work_dirs  # noqa: E402
 
 pytestmark = pytest.mark.ansible  # role renders through real Ansible (the ansible tier)
 
@@ -58,13 +58,7 @@ def _cases() -> dict[str, dict[str, Any]]:
                 for flavour in ("open", "proprietary"):
                     cases[f"{os_key}_{source}_{branch}_{flavour}"] = {
                         "os_key": os_key,
-                        "case_facts": {
-                            "distribution": dist,
-                            "distribution_version": version,
-                            "distribution_major_version": version.split(".")[0],
-                            "os_family": "Debian",
-                            "architecture": "x86_64",
-                        },
+                        "case_facts": os_facts(dist, version, "Debian"),
                         # Replaced below by each kernel the replay carries (-generic, -aws).
                         "__nvidia_driver_kernel": KERNEL if ubuntu else DEBIAN_KERNEL,
                         "nvidia_driver_source": source,
@@ -105,9 +99,7 @@ _TASKS = """\
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    work = tmp_path_factory.mktemp("role_names")
-    out = work / "out"
-    out.mkdir()
+    work, out = work_dirs(tmp_path_factory, "role_names")
     cases = _cases()
     play = [
         {

@@ -160,11 +160,9 @@ def test_payload_timeout_kills_the_client_and_removes(
     assert removed(docker)
 
 
-def test_executor_timeout_terminates_the_script_which_removes(
-    docker: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("FAKE_DOCKER_RUN", "hang")
-    script = runner.stage_script(
+def _staged_script() -> str:
+    """The staging script of a 300 s payload in container NAME (image img:1)."""
+    return runner.stage_script(
         target().spec,
         container.docker_script(
             runner.docker_command("img:1", "gpus", 300, name=NAME),
@@ -174,6 +172,13 @@ def test_executor_timeout_terminates_the_script_which_removes(
             pull_timeout_s=30,
         ),
     )
+
+
+def test_executor_timeout_terminates_the_script_which_removes(
+    docker: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_DOCKER_RUN", "hang")
+    script = _staged_script()
     started = time.monotonic()
     out = SubprocessExecutor()(script, timeout=2)
     assert out.rc == 124 and "(timed out)" in out.stderr
@@ -191,16 +196,7 @@ def test_a_signal_to_the_script_removes_the_container_at_once(
     docker: Path, monkeypatch: pytest.MonkeyPatch, sig: signal.Signals
 ) -> None:
     monkeypatch.setenv("FAKE_DOCKER_RUN", "hang")
-    script = runner.stage_script(
-        target().spec,
-        container.docker_script(
-            runner.docker_command("img:1", "gpus", 300, name=NAME),
-            name=NAME,
-            image="img:1",
-            timeout_s=300,
-            pull_timeout_s=30,
-        ),
-    )
+    script = _staged_script()
     proc = subprocess.Popen(
         ["sh", "-s"],
         stdin=subprocess.PIPE,

@@ -177,11 +177,7 @@ def test_device_other_planned_branch_fails_unpinned(planned: bool) -> None:
 def test_recorded_packages_of_another_branch_fail() -> None:
     rows = {"nvidia-kernel-open-dkms": ("580.159.04-1", True)}
     held = ["nvidia-kernel-open-dkms"]
-    command = _dpkg_command(*held)
-    host = recorded_host(DEVICE, **{command: _dpkg(rows)})
-    host.files["/var/lib/gpuprov/nvidia_driver.json"] = json.dumps(
-        {"version": "580.159.04", "held": held}
-    )
+    host, _ = _role_recorded(rows, "580.159.04", held)
     plan = expectation_from_vars(
         "gpu-1",
         {**DEVICE_PLAN, "nvidia_driver_version": "", "nvidia_driver_branch": "590"},
@@ -266,6 +262,17 @@ def _dpkg(rows: Mapping[str, tuple[str, bool]]) -> Result:
     return Result(0, "\n".join(lines) + "\n")
 
 
+def _role_recorded(
+    rows: Mapping[str, tuple[str, bool]], version: str, held: list[str]
+) -> tuple[RecordedHost, str]:
+    """A host showing dpkg `rows`, the role's record of `version` and `held`; its dpkg command."""
+    command = _dpkg_command(*held)
+    host = recorded_host(DEVICE, **{command: _dpkg(rows)})
+    record = {"version": version, "held": held}
+    host.files["/var/lib/gpuprov/nvidia_driver.json"] = json.dumps(record)
+    return host, command
+
+
 UBUNTU_580 = {
     "nvidia-driver-580-server-open": ("580.159.04-0ubuntu0.24.04.1", True),
     "nvidia-dkms-580-server-open": ("580.159.04-0ubuntu0.24.04.1", True),
@@ -299,11 +306,7 @@ def test_role_record_holds_packages_versioned_apart() -> None:
         "nvidia-persistenced": ("535.171.04-1~deb12u1", False),
     }
     held = ["nvidia-open-kernel-dkms", "libcuda1", "nvidia-persistenced"]
-    command = _dpkg_command(*held)
-    host = recorded_host(DEVICE, **{command: _dpkg(rows)})
-    host.files["/var/lib/gpuprov/nvidia_driver.json"] = json.dumps(
-        {"version": "535.261.03", "held": held}
-    )
+    host, command = _role_recorded(rows, "535.261.03", held)
     plan = expectation(**{**DEVICE_PLAN, "nvidia_driver_version": "535.261.03"})
     with pytest.raises(AssertionError, match=r"not held.*\['nvidia-persistenced'\]"):
         suite_driver.test_driver_packages_at_planned_version_and_held(host, plan)
@@ -324,11 +327,7 @@ def test_unpinned_plan_checks_the_version_the_role_recorded() -> None:
         "nvidia-driver-cuda": ("580.159.04-1", False),
     }
     held = ["nvidia-kernel-open-dkms", "nvidia-driver-cuda"]
-    command = _dpkg_command(*held)
-    host = recorded_host(DEVICE, **{command: _dpkg(rows)})
-    host.files["/var/lib/gpuprov/nvidia_driver.json"] = json.dumps(
-        {"version": "580.159.04", "held": held}
-    )
+    host, command = _role_recorded(rows, "580.159.04", held)
     plan = expectation(**{**DEVICE_PLAN, "nvidia_driver_version": ""})
     with pytest.raises(AssertionError, match=r"not held.*\['nvidia-driver-cuda'\]"):
         suite_driver.test_driver_packages_at_planned_version_and_held(host, plan)
