@@ -95,7 +95,7 @@ def commands(inventory: Path, hosts: Sequence[str], work: Path) -> dict[str, lis
         ],
         "ansible -m setup": [*ansible, "-m", "ansible.builtin.setup"],
         "provision verify": [*provision, "verify", "-i", str(inventory)],
-        "suite, testinfra ansible backend (before)": old,
+        "suite on testinfra's ansible backend (before)": old,
         "provision (no-op)": [
             *provision, "-i", str(inventory), "--report", str(work / "noop.json"),
         ],

@@ -729,9 +729,10 @@ def run_verify(opts: StageOptions) -> int:
     try:
         detected = _detect(fleet, console)
         policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
-    except BaseException:
+    except BaseException:  # bad input, Ctrl-C: the suite ends, nothing was verified
         if early is not None:
             early[1].cancel()
+            shutil.rmtree(early[0], ignore_errors=True)
         raise
     hosts = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
     run_dir = early[0] if early is not None else None
