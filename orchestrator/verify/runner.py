@@ -213,6 +213,7 @@ def start_suite(
             for stale in (shard.junit, shard.failed):
                 stale.unlink(missing_ok=True)
             read_end, shard.pipe = os.pipe()
+            started.append(shard)  # from here, cancel() closes its pipe whatever fails
             cmd = shard_command(names, shard.junit, shard.failed, None)
             try:
                 with shard.log.open("wb") as log:
@@ -226,7 +227,6 @@ def start_suite(
                     )
             finally:
                 os.close(read_end)
-            started.append(shard)
             _send(shard, {"hosts": {n: _spec(by_name[n]) for n in names}})
     except BaseException:
         SuiteRun(started, plan_file, workdir / "verify-junit.xml").cancel()

@@ -4,10 +4,13 @@ connection: the checks fail or skip, no GPU here) and a port nothing listens on 
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,3 +77,28 @@ def test_a_suite_told_nothing_ends_without_checking(tmp_path: Path) -> None:
     assert all(s.proc is not None and s.proc.poll() is not None for s in suite._shards)
     junit = tmp_path / "verify" / "verify-junit-0.xml"
     assert not junit.exists() or not list(ET.parse(junit).getroot().iter("testcase"))
+
+
+def test_a_suite_process_that_cannot_start_ends_the_ones_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.verify import runner
+
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[gpu_nodes]\none ansible_connection=local\ntwo ansible_connection=local\n")
+    real = runner.subprocess.Popen
+    started: list[subprocess.Popen[bytes]] = []
+
+    def second_fails(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        if started:
+            raise OSError("no more processes")
+        started.append(real(*args, **kwargs))
+        return started[0]
+
+    hosts = list(load_inventory(inv).hosts)
+    monkeypatch.setattr(runner.subprocess, "Popen", second_fails)
+    fds = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError, match="no more processes"):
+        start_suite(hosts, tmp_path / "verify", processes=2)
+    assert started and started[0].poll() is not None  # told nothing: it ended
+    assert set(os.listdir("/proc/self/fd")) <= fds  # neither process's pipe left open
