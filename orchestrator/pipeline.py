@@ -294,6 +294,13 @@ def _start_suite(fleet: Fleet, opts: StageOptions) -> tuple[Path, SuiteRun] | No
     return run_dir, start_suite([handle.host(h) for h in fleet.hosts], run_dir)
 
 
+def _drop_suite(early: tuple[Path, SuiteRun] | None) -> None:
+    """End an early-started suite that verifies nothing, and remove its run folder."""
+    if early is not None:
+        early[1].cancel()
+        shutil.rmtree(early[0], ignore_errors=True)
+
+
 _SSH_LOST = re.compile(r"exit_status=255, .*_stderr=b['\"](ssh: [^'\"\\]*)")
 
 
@@ -730,17 +737,14 @@ def run_verify(opts: StageOptions) -> int:
         detected = _detect(fleet, console)
         policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     except BaseException:  # bad input, Ctrl-C: the suite ends, nothing was verified
-        if early is not None:
-            early[1].cancel()
-            shutil.rmtree(early[0], ignore_errors=True)
+        _drop_suite(early)
         raise
     hosts = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
+    if not hosts:  # none detected or all blocked: nothing to verify, no artifacts
+        _drop_suite(early)
+        early = None
     run_dir = early[0] if early is not None else None
-    if not hosts and early is not None:
-        early[1].cancel()
-        shutil.rmtree(early[0], ignore_errors=True)
-        run_dir = None
-    elif hosts and run_dir is None:
+    if hosts and run_dir is None:  # no suite started early (no inventory to reach hosts by)
         run_dir = apply_mod.new_run_dir(apply_mod.artifacts_root(opts.artifacts_dir))
     verification = (
         _verify_hosts(

@@ -108,14 +108,13 @@ class SuiteRun:
     detects and plans. `finish` then tells them which of those hosts to verify and with
     which plan document; each opens its hosts' sessions and runs their checks."""
 
-    def __init__(self, shards: list[_Shard], plan_file: Path | None, junit: Path) -> None:
-        self._shards = shards
-        self._plan_file = plan_file
+    def __init__(self, junit: Path) -> None:
+        self._shards: list[_Shard] = []
         self.junit = junit
 
-    def finish(self, keep: Sequence[str], plan_file: Path | None = None) -> VerifyRun:
-        """Verify the hosts of `keep` (the others get no result); wait for the suite."""
-        plan = plan_file or self._plan_file
+    def finish(self, keep: Sequence[str], plan: Path | None = None) -> VerifyRun:
+        """Verify the hosts of `keep` (the others get no result) against the plan document
+        `plan` (None: the inventory's variables); wait for the suite."""
         wanted = set(keep)
         try:
             for shard in self._shards:
@@ -187,10 +186,7 @@ class SuiteRun:
 
 
 def start_suite(
-    hosts: Sequence[InventoryHost],
-    workdir: Path,
-    plan_file: Path | None = None,
-    processes: int | None = None,
+    hosts: Sequence[InventoryHost], workdir: Path, processes: int | None = None
 ) -> SuiteRun:
     """Start the suite's pytest processes for `hosts` (see `run_suite`); `SuiteRun.finish`
     says which of them to verify."""
@@ -201,7 +197,7 @@ def start_suite(
     env.pop(VERIFY_FD, None)
     # the suite needs testinfra only: no other installed pytest plugin loads (and costs)
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    started: list[_Shard] = []
+    run = SuiteRun(workdir / "verify-junit.xml")
     try:
         for i, names in enumerate(shards(list(by_name), count)):
             shard = _Shard(
@@ -213,8 +209,8 @@ def start_suite(
             for stale in (shard.junit, shard.failed):
                 stale.unlink(missing_ok=True)
             read_end, shard.pipe = os.pipe()
-            started.append(shard)  # from here, cancel() closes its pipe whatever fails
-            cmd = shard_command(names, shard.junit, shard.failed, None)
+            run._shards.append(shard)  # from here, cancel() closes its pipe whatever fails
+            cmd = shard_command(names, shard.junit, shard.failed)
             try:
                 with shard.log.open("wb") as log:
                     shard.proc = subprocess.Popen(
@@ -229,9 +225,9 @@ def start_suite(
                 os.close(read_end)
             _send(shard, {"hosts": {n: _spec(by_name[n]) for n in names}})
     except BaseException:
-        SuiteRun(started, plan_file, workdir / "verify-junit.xml").cancel()
+        run.cancel()
         raise
-    return SuiteRun(started, plan_file, workdir / "verify-junit.xml")
+    return run
 
 
 def run_suite(
@@ -251,7 +247,7 @@ def run_suite(
     `verify-junit.xml`. `plan_file`: the plan document (orchestrator/plandoc.py) the hosts
     were applied with; None: the inventory's variables. A host whose session cannot be
     opened has one result, `verify.connection`, with why."""
-    return start_suite(hosts, workdir, plan_file, processes).finish([h.name for h in hosts])
+    return start_suite(hosts, workdir, processes).finish([h.name for h in hosts], plan_file)
 
 
 def _send(shard: _Shard, message: Mapping[str, Any] | None) -> None:
@@ -281,11 +277,10 @@ def _write(fd: int, data: bytes, close: bool, after: threading.Thread | None) ->
             os.close(fd)
 
 
-def shard_command(
-    hosts: Sequence[str], junit: Path, failed: Path, plan_file: Path | None
-) -> list[str]:
-    """One pytest process of `provision verify`: its hosts on the session backend."""
-    cmd = [
+def shard_command(hosts: Sequence[str], junit: Path, failed: Path) -> list[str]:
+    """One pytest process of `provision verify`: its hosts on the session backend (the plan
+    document comes over its pipe, `SuiteRun.finish`)."""
+    return [
         sys.executable,
         "-m",
         "pytest",
@@ -302,9 +297,6 @@ def shard_command(
         "junit_family=xunit2",
         f"--gpuprov-failed={failed}",
     ]
-    if plan_file is not None:
-        cmd.append(f"--gpuprov-plan={plan_file}")
-    return cmd
 
 
 def merge_junit(documents: Sequence[str]) -> str:

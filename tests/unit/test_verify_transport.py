@@ -102,3 +102,19 @@ def test_a_suite_process_that_cannot_start_ends_the_ones_started(
         start_suite(hosts, tmp_path / "verify", processes=2)
     assert started and started[0].poll() is not None  # told nothing: it ended
     assert set(os.listdir("/proc/self/fd")) <= fds  # neither process's pipe left open
+
+
+def test_the_plan_reaches_the_suite_over_its_pipe(tmp_path: Path) -> None:
+    """The plan document is named in the second pipe message: a role it plans is checked."""
+    from orchestrator.plandoc import write_plan_document
+
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[gpu_nodes]\nhere ansible_connection=local\n")
+    hosts = list(load_inventory(inv).hosts)
+    bare = run_suite(hosts, tmp_path / "bare", processes=1).results["here"]
+    plan = write_plan_document(tmp_path, {"here": {"gpuprov_roles": ["dcgm"]}})
+    planned = run_suite(hosts, tmp_path / "planned", plan, processes=1).results["here"]
+    not_planned = "dcgm is not in this host's plan"
+    assert any(not_planned in r.diagnosis for r in bare)
+    dcgm = [r for r in planned if "dcgm" in r.name]
+    assert dcgm and not any(not_planned in r.diagnosis for r in dcgm)

@@ -190,9 +190,9 @@ def load_path(path: os.PathLike[str] | str) -> Node:
             pass
     with open(name, encoding="utf-8") as f:
         node = loads(f.read())
-    if cached is not None and folder is not None:
+    if cached is not None:
         try:
-            os.makedirs(folder, exist_ok=True)
+            os.makedirs(os.path.dirname(cached), exist_ok=True)
             partial = f"{cached}.{os.getpid()}.tmp"
             with open(partial, "wb") as out:
                 marshal.dump(node, out)
