@@ -292,7 +292,12 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = stage("detect")
-    p.add_argument("--save", metavar="DIR", help="write raw outputs to DIR/<host>/")
+    p.add_argument(
+        "--save",
+        metavar="DIR",
+        help="write raw outputs to DIR/<host>/, with the nvidia-smi views no check reads "
+        "(plain nvidia-smi, the MIG listings): a whole record of each host",
+    )
 
     p = stage("plan")
     p.add_argument("--facts", metavar="DIR", help="plan offline from a saved facts directory")

@@ -74,9 +74,13 @@ class DetectResult:
         return {h.host: h.error for h in self.hosts if h.error is not None}
 
 
-def probe_command(host: InventoryHost, become: connection.Become | None = None) -> list[str]:
-    """The probe's command on the host: `sh -s`, through sudo where the host becomes."""
-    return connection.become_words(become or connection.become_of(host))
+def probe_command(
+    host: InventoryHost, become: connection.Become | None = None, *, record: bool = False
+) -> list[str]:
+    """The probe's command on the host: `sh -s` (`sh -s record`: also what no parser reads,
+    for `detect --save`), through sudo where the host becomes."""
+    command = ("sh", "-s", "record") if record else ("sh", "-s")
+    return connection.become_words(become or connection.become_of(host), command)
 
 
 _NO_PASSWORD_FIX = (
@@ -142,9 +146,9 @@ def _probe_process(
         ) from exc
 
 
-def _run_local(host: InventoryHost, timeout: float) -> str:
+def _run_local(host: InventoryHost, timeout: float, record: bool) -> str:
     become = connection.become_of(host)
-    done = _probe_process(probe_command(host, become), host, timeout, become)
+    done = _probe_process(probe_command(host, become, record=record), host, timeout, become)
     if done.returncode != 0:
         raise HostError(
             f"the probe exited {done.returncode}: {done.stderr.strip()[:300]}",
@@ -321,14 +325,14 @@ def _private_key(host: InventoryHost, path: str) -> Any:
         ) from exc
 
 
-def _run_openssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str:
+def _run_openssh(host: InventoryHost, connect_timeout: float, timeout: float, record: bool) -> str:
     """The probe through OpenSSH (jump hosts, proxy commands): one round-trip, -v so that a
     refused host key is named with its fingerprint."""
     argv = connection.ssh_argv(host, connect_timeout=connect_timeout, verbose=True)
     become = connection.become_of(host)
     try:
         done = _probe_process(
-            [*argv, shlex.join(probe_command(host, become))], host, timeout, become
+            [*argv, shlex.join(probe_command(host, become, record=record))], host, timeout, become
         )
     except FileNotFoundError as exc:
         raise HostError(
@@ -348,7 +352,7 @@ def _run_openssh(host: InventoryHost, connect_timeout: float, timeout: float) ->
     return done.stdout
 
 
-def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str:
+def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float, record: bool) -> str:
     import paramiko
     from fabric import Connection
     from paramiko.hostkeys import InvalidHostKey
@@ -369,7 +373,7 @@ def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str
     if conn.gateway:
         # a ProxyJump/ProxyCommand from ~/.ssh/config: Fabric's gateway connection would
         # accept an unknown jump-host key; OpenSSH with every hop checked instead
-        return _run_openssh(host, connect_timeout, timeout)
+        return _run_openssh(host, connect_timeout, timeout, record)
     # Fabric accepts unknown keys by default (AutoAddPolicy): gpuprov never does.
     conn.client.set_missing_host_key_policy(_reject_unknown())
     for path in host.known_hosts:
@@ -384,7 +388,8 @@ def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float) -> str
                 ) from exc
     try:
         conn.open()
-        status, stdout, stderr = _exec(conn, " ".join(probe_command(host)), probe_script(), timeout)
+        command = " ".join(probe_command(host, record=record))
+        status, stdout, stderr = _exec(conn, command, probe_script(), timeout)
     except TimeoutError as exc:
         if conn.is_connected:
             raise HostError(
@@ -416,16 +421,18 @@ def detect_host(
     *,
     connect_timeout: float = CONNECT_TIMEOUT_S,
     timeout: float = PROBE_TIMEOUT_S,
+    record: bool = False,
 ) -> HostDetection:
+    """`record`: the probe also captures what no parser reads (`detect --save`)."""
     start = time.monotonic()
     try:
         if host.connection == "local":
-            stdout = _run_local(host, timeout)
+            stdout = _run_local(host, timeout, record)
         elif connection.proxied(host) or _answers_sudo(host):
             # a jump host, a proxy command, or sudo's prompt to answer: through OpenSSH
-            stdout = _run_openssh(host, connect_timeout, timeout)
+            stdout = _run_openssh(host, connect_timeout, timeout, record)
         else:
-            stdout = _run_ssh(host, connect_timeout, timeout)
+            stdout = _run_ssh(host, connect_timeout, timeout, record)
         raw = split_output(host.name, stdout)
     except HostError as exc:
         return HostDetection(host.name, None, exc, time.monotonic() - start)
@@ -440,6 +447,7 @@ def detect_hosts(
     timeout: float = PROBE_TIMEOUT_S,
     progress: bool | None = None,
     on_host: Callable[[HostDetection], None] | None = None,
+    record: bool = False,
 ) -> DetectResult:
     """Probe every host of the inventory at once; `on_host` is called as each one finishes.
 
@@ -468,7 +476,9 @@ def detect_hosts(
     finished = False
     try:
         futures = [
-            pool.submit(detect_host, h, connect_timeout=connect_timeout, timeout=timeout)
+            pool.submit(
+                detect_host, h, connect_timeout=connect_timeout, timeout=timeout, record=record
+            )
             for h in hosts
         ]
         for future in as_completed(futures):

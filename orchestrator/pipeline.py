@@ -164,7 +164,7 @@ def _load_inventory(
     )
 
 
-def _detect(fleet: Fleet, console: Console) -> Detected:
+def _detect(fleet: Fleet, console: Console, *, record: bool = False) -> Detected:
     """orchestrator.detect: the fleet's hosts probed in parallel, one SSH round-trip each."""
     from .detect import detect_hosts
     from .inventory import Inventory
@@ -180,7 +180,7 @@ def _detect(fleet: Fleet, console: Console) -> Detected:
             timing.TIMINGS.record(d.host, "detect", start, timing.now())
             stage.advance(failed=not d.ok)
 
-        result = detect_hosts(replace(inv, hosts=hosts), on_host=done)
+        result = detect_hosts(replace(inv, hosts=hosts), on_host=done, record=record)
     raw = result.raw
     # the host is the report's own column: its name is not repeated in the reason
     errors = {h: str(HostError(e.message, fix=e.fix)) for h, e in result.failed.items()}
@@ -383,7 +383,7 @@ def _finish(opts: StageOptions, console: Console, report: rep.RunReport) -> int:
 
 def _detect_fleet(opts: StageOptions, console: Console) -> tuple[Fleet, Detected]:
     fleet = _load_inventory(opts.inventory, opts.limit, opts)
-    detected = _detect(fleet, console)
+    detected = _detect(fleet, console, record=opts.save is not None)
     return fleet, detected
 
 

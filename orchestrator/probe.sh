@@ -16,6 +16,9 @@ export LC_ALL
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 export PATH
 M='@@gpuprov-probe@@'
+# `sh -s`: detection; `sh -s record`: also what no parser reads (provision detect --save);
+# `sh -s converged-state ITEM...`: the live state of convergence-record items (below).
+MODE=${1-}
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
@@ -255,7 +258,7 @@ converged_state() {
     done
 }
 
-if [ "${1-}" = converged-state ]; then
+if [ "$MODE" = converged-state ]; then
     shift
     converged_state "$@"
     exit 0
@@ -285,7 +288,6 @@ cap lsmod.txt cat /proc/modules
 bg cap dmesg-nvidia.txt kernel_log
 
 if have nvidia-smi; then
-    bg cap nvidia-smi.txt smi
     bg cap nvidia-smi-L.txt smi -L
     bg cap nvidia-smi-version.txt smi --version
     bg capo nvidia-smi-query-gpu.csv query_gpu
@@ -293,11 +295,17 @@ if have nvidia-smi; then
     bg cap nvidia-smi-topo-m.txt smi topo -m
     bg cap nvidia-smi-nvlink-s.txt smi nvlink -s
     bg cap nvidia-smi-nvlink-e.txt smi nvlink -e
-    bg cap nvidia-smi-mig-lgip.txt smi mig -lgip
-    bg cap nvidia-smi-mig-lgipp.txt smi mig -lgipp
-    bg cap nvidia-smi-mig-lgi.txt smi mig -lgi
-    bg cap nvidia-smi-mig-lcip.txt smi mig -lcip
-    bg cap nvidia-smi-mig-lci.txt smi mig -lci
+    # What no parser reads, kept for a record of the host (`sh -s record`: `provision detect
+    # --save`, the real fixtures' set): each nvidia-smi costs its NVML start-up, and the MIG
+    # role and the verify suite list the instances themselves where a layout is planned.
+    if [ "$MODE" = record ]; then
+        bg cap nvidia-smi.txt smi
+        bg cap nvidia-smi-mig-lgip.txt smi mig -lgip
+        bg cap nvidia-smi-mig-lgipp.txt smi mig -lgipp
+        bg cap nvidia-smi-mig-lgi.txt smi mig -lgi
+        bg cap nvidia-smi-mig-lcip.txt smi mig -lcip
+        bg cap nvidia-smi-mig-lci.txt smi mig -lci
+    fi
 fi
 
 if have dpkg-query; then

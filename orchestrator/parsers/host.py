@@ -53,7 +53,6 @@ _MUST_SUCCEED = (
     names.OS_RELEASE,
     names.UNAME_R,
     names.SYSFS_PCI,
-    names.SMI,
     names.SMI_L,
     names.SMI_VERSION,
     names.SMI_QUERY_GPU,

@@ -12,7 +12,7 @@ def no_hosts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Fails the test if any stage reaches a host (detection is the first contact)."""
     touched: list[str] = []
 
-    def detect(fleet: pipeline.Fleet, console: object) -> pipeline.Detected:
+    def detect(fleet: pipeline.Fleet, console: object, **_: object) -> pipeline.Detected:
         touched.extend(fleet.hosts)
         raise AssertionError("a host was touched")
 

@@ -149,7 +149,7 @@ def local_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Pa
     facts = facts_dir(tmp_path, unknown=True)
     raw = {h: {f.name: f.read_text() for f in (facts / h).iterdir()} for h in ("h200-real", "odd")}
 
-    def fake_detect(fleet: pipeline.Fleet, console: object) -> pipeline.Detected:
+    def fake_detect(fleet: pipeline.Fleet, console: object, **_: object) -> pipeline.Detected:
         return pipeline.Detected(
             raw={h: raw[h] for h in fleet.hosts},
             facts={h: parse_host(h, raw[h]) for h in fleet.hosts},
@@ -236,7 +236,7 @@ def test_validate_runs_the_health_checks_and_skips_cuda_on_simulated_hosts(
     raw = {f.name: f.read_text() for f in H200.iterdir()}
     raw["gpusim.txt"] = "profile: h200\n# exit=0\n"
 
-    def simulated(fleet: pipeline.Fleet, console: object) -> pipeline.Detected:
+    def simulated(fleet: pipeline.Fleet, console: object, **_: object) -> pipeline.Detected:
         return pipeline.Detected(
             {"h200-real": raw}, {"h200-real": parse_host("h200-real", raw)}, {}
         )

@@ -7,12 +7,15 @@ import re
 import shutil
 import stat
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from orchestrator.detect import probe_command
 from orchestrator.errors import HostError
 from orchestrator.factsdir import load_host
+from orchestrator.inventory import InventoryHost
 from orchestrator.parsers import names, parse_host
 from orchestrator.parsers.mig import parse_lci, parse_lgi
 from orchestrator.parsers.smi_list import parse_smi_list
@@ -24,12 +27,17 @@ CAPTURED = Path(__file__).resolve().parent / "fixtures_derived"
 SHELLS = [s for s in ("sh", "dash", "bash") if shutil.which(s)]
 
 
-def run_probe(shell: str = "sh", path: str | None = None) -> str:
+def run_probe(shell: str = "sh", path: str | None = None, *args: str) -> str:
     env = dict(os.environ)
     if path is not None:
         env["PATH"] = path
     done = subprocess.run(
-        [shell, "-s"], input=probe_script(), capture_output=True, text=True, env=env, check=True
+        [shell, "-s", *args],
+        input=probe_script(),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
     )
     return done.stdout
 
@@ -102,14 +110,31 @@ sed '/^# exit=/d' "$f"
 
 
 def test_probe_nvidia_smi_branch_round_trips_the_real_fixture(tmp_path: Path) -> None:
+    """`sh -s record` (detect --save) captures the real fixture's whole nvidia-smi set."""
     _fake_nvidia_smi(tmp_path)
-    raw = split_output("h200", run_probe(path=f"{tmp_path}:{os.environ['PATH']}"))
+    raw = split_output("h200", run_probe("sh", f"{tmp_path}:{os.environ['PATH']}", "record"))
     real = load_host(REAL)
     smi_files = [n for n in real if n.startswith("nvidia-smi") and not n.endswith(".xml")]
     assert len(smi_files) == 12
     for name in smi_files:
         assert raw[name] == real[name], name
     assert raw[names.SMI_MIG_LCI].startswith("unknown: mig -lci")
+
+
+def test_detection_runs_nvidia_smi_only_for_what_the_parsers_read(tmp_path: Path) -> None:
+    """Plain `sh -s` leaves out the record-only captures (each nvidia-smi is an NVML start);
+    the facts parsed from it equal those of the whole record."""
+    _fake_nvidia_smi(tmp_path)
+    path = f"{tmp_path}:{os.environ['PATH']}"
+    raw = split_output("h200", run_probe("sh", path))
+    record = split_output("h200", run_probe("sh", path, "record"))
+    record_only = {names.SMI, *(n for n in record if n.startswith("nvidia-smi-mig-"))}
+    assert len(record_only) == 6
+    assert set(record) - set(raw) == record_only
+    facts, whole = (replace(parse_host("h200", r), uptime_s=None) for r in (raw, record))
+    assert facts == whole and facts.errors == ()
+    host = InventoryHost("h", "h", 22, "root", None, "ssh", (), (), become=False)
+    assert probe_command(host, record=True) == ["sh", "-s", "record"]
 
 
 def test_split_output_rejects_a_cut_stream() -> None:

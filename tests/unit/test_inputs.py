@@ -459,7 +459,7 @@ def test_an_unreachable_host_is_named_once(
 ) -> None:
     from orchestrator import detect
 
-    def fake(inventory: object, on_host: object = None) -> detect.DetectResult:
+    def fake(inventory: object, on_host: object = None, **_: object) -> detect.DetectResult:
         def err(h: str) -> HostError:
             return HostError("unreachable: connecting to 10.0.0.2:22 timed out", host=h)
 

@@ -375,9 +375,9 @@ def test_installed_docker_from_another_source_warns() -> None:
 
 def test_detection_errors_are_warnings() -> None:
     raw = real_raw()
-    raw["nvidia-smi.txt"] = "NVIDIA-SMI has failed because it couldn't communicate\n# exit=9\n"
+    raw["nvidia-smi-L.txt"] = "NVIDIA-SMI has failed because it couldn't communicate\n# exit=9\n"
     p = plan(raw)
-    assert any(w.startswith("detection: nvidia-smi.txt: exit 9") for w in p.warnings)
+    assert any(w.startswith("detection: nvidia-smi-L.txt: exit 9") for w in p.warnings)
 
 
 def test_a_loaded_release_too_old_for_the_gpu_is_replaced_within_its_branch() -> None:
