@@ -21,7 +21,7 @@ from ..errors import CatalogError
 from ..facts import HostFacts, SmiGpu, XidEvent
 from ..parsers.nvlink import NvLinkErrors
 from ..parsers.smi_q import SmiQ, SmiQGpu
-from ..result import CheckResult
+from ..result import CheckResult, verdict
 
 LIMITS_PATH = Path(__file__).with_name("limits.yaml")
 _UPSTREAM = re.compile(r"^(?:\d+:)?(\d+\.\d+(?:\.\d+)?)")
@@ -141,13 +141,6 @@ def _per_gpu(
     if not h.facts.smi_gpus:
         return _no_smi(name, h)
     return [r for g in h.facts.smi_gpus for r in check(g)]
-
-
-def _enabled(name: str, g: SmiGpu, mode: str | None, diagnosis: str) -> CheckResult:
-    """Pass where a GPU's `mode` is Enabled, else fail with `diagnosis`."""
-    if mode == "Enabled":
-        return CheckResult(name, "pass", mode, "Enabled", "", gpu=g.index)
-    return CheckResult(name, "fail", mode, "Enabled", "", diagnosis, gpu=g.index)
 
 
 # ---- the checks -----------------------------------------------------------------------------
@@ -304,20 +297,12 @@ def check_fabric_manager(h: HealthInput) -> list[CheckResult]:
         return [CheckResult("fabric_manager", "skip", None, None, "", "no NVSwitch on this host")]
     state = h.facts.services.get("nvidia-fabricmanager")
     active = state.active if state else "not probed"
-    if state is None or not state.running:
-        return [
-            CheckResult(
-                "fabric_manager",
-                "fail",
-                active,
-                "active",
-                "",
-                f"{h.host}: nvidia-fabricmanager is {active} on a host with {h.nvswitches} "
-                "NVSwitches; install the fabric manager of the driver's exact version and "
-                "systemctl enable --now nvidia-fabricmanager",
-            )
-        ]
-    return [CheckResult("fabric_manager", "pass", active, "active", "")]
+    why = (
+        f"{h.host}: nvidia-fabricmanager is {active} on a host with {h.nvswitches} "
+        "NVSwitches; install the fabric manager of the driver's exact version and "
+        "systemctl enable --now nvidia-fabricmanager"
+    )
+    return [verdict("fabric_manager", bool(state and state.running), active, "active", "", why)]
 
 
 def _xid_age(h: HealthInput, stamp: float | None) -> float | None:
@@ -372,7 +357,10 @@ def check_ecc(h: HealthInput) -> list[CheckResult]:
             f"{h.host}: ECC is {mode}{pending} on {_gpu_label(g)}; enable it with "
             f"nvidia-smi -i {g.index} -e 1 and reboot (or reset the GPU)"
         )
-        return [_enabled("ecc_mode", g, mode, why), _ecc_counts(h, g)]
+        return [
+            verdict("ecc_mode", mode == "Enabled", mode, "Enabled", "", why, g.index),
+            _ecc_counts(h, g),
+        ]
 
     return _per_gpu("ecc_mode", h, one)
 
@@ -510,22 +498,12 @@ def check_pcie(h: HealthInput) -> list[CheckResult]:
                 CheckResult("pcie_link", "skip", None, None, "", f"{dev.address}: not reported")
             )
             continue
-        if degraded:
-            out.append(
-                CheckResult(
-                    "pcie_link",
-                    "fail",
-                    value,
-                    limit,
-                    "",
-                    f"{h.host}: GPU {dev.address} PCIe link at {value}, below its maximum "
-                    f"{limit}: host-to-device copies slow down; reseat the GPU or its riser, "
-                    "check the slot's BIOS setting, and look for AER errors in dmesg",
-                    gpu=gpu,
-                )
-            )
-        else:
-            out.append(CheckResult("pcie_link", "pass", value, limit, "", gpu=gpu))
+        why = (
+            f"{h.host}: GPU {dev.address} PCIe link at {value}, below its maximum "
+            f"{limit}: host-to-device copies slow down; reseat the GPU or its riser, "
+            "check the slot's BIOS setting, and look for AER errors in dmesg"
+        )
+        out.append(verdict("pcie_link", not degraded, value, limit, "", why, gpu))
     return out
 
 
@@ -536,7 +514,8 @@ def check_persistence(h: HealthInput) -> list[CheckResult]:
             "pays the driver's start-up and GPU state is lost between jobs; enable "
             "nvidia-persistenced (systemctl enable --now nvidia-persistenced)"
         )
-        return [_enabled("persistence", g, g.persistence_mode, why)]
+        mode = g.persistence_mode
+        return [verdict("persistence", mode == "Enabled", mode, "Enabled", "", why, g.index)]
 
     return _per_gpu("persistence", h, one)
 
