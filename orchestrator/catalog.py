@@ -128,9 +128,6 @@ class GpuModel:
     memory_type: str | None = None
     fabric: Fabric | None = None  # None: no host-side NVLink fabric service implied
 
-    def mig_profile(self, name: str) -> MigProfile | None:
-        return next((p for p in self.mig_profiles if p.name == name), None)
-
 
 @dataclass(frozen=True)
 class NvSwitchGeneration:
@@ -249,9 +246,6 @@ class Catalog:
     def gpu(self, device_id: int) -> GpuModel | None:
         by_id = cast(dict[int, GpuModel], self.__dict__["_by_id"])
         return by_id.get(device_id)
-
-    def gpu_by_sku(self, sku: str) -> GpuModel | None:
-        return next((g for g in self.gpus if g.sku == sku), None)
 
     def nvswitch(self, device_id: int) -> tuple[NvSwitchGeneration, bool] | None:
         """(generation, is_endpoint) for an NVSwitch PCI function, else None."""

@@ -383,12 +383,14 @@ class HostFacts:
 
     def nvswitches(self, catalog: Catalog) -> int:
         """NVSwitch endpoints on the PCI bus: NVIDIA devices the catalog names NVSwitches."""
-        count = 0
-        for dev in self.nvidia_pci:
-            found = catalog.nvswitch(dev.device_id)
-            if found and found[1]:
-                count += 1
-        return count
+        return self.nvswitch_board(catalog)[0]
+
+    def nvswitch_board(self, catalog: Catalog) -> tuple[int, int]:
+        """(NVSwitch endpoints on the PCI bus, the switches per board of the last one's
+        generation; 0 without any)."""
+        found = [catalog.nvswitch(dev.device_id) for dev in self.nvidia_pci]
+        endpoints = [f[0] for f in found if f and f[1]]
+        return len(endpoints), endpoints[-1].per_board if endpoints else 0
 
     # --- issue 27 (input helper): captures that lie --------------------------------------
     # probe captures without the `# exit=` trailer probe.sh ends every one with: cut short

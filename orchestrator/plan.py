@@ -202,13 +202,7 @@ def _gpu_groups(gpus: Sequence[PciDevice], catalog: Catalog) -> tuple[GpuGroup, 
 
 
 def _nvswitch_count(facts: HostFacts, catalog: Catalog, notes: _Notes, gpus: int) -> int:
-    endpoints = 0
-    per_board = 0
-    for dev in facts.nvidia_pci:
-        found = catalog.nvswitch(dev.device_id)
-        if found and found[1]:
-            endpoints += 1
-            per_board = found[0].per_board
+    endpoints, per_board = facts.nvswitch_board(catalog)
     if endpoints and gpus == 8 and endpoints != per_board:
         notes.warnings.append(
             f"{endpoints} NVSwitch devices on the PCI bus; an 8-GPU board of this generation "
@@ -384,22 +378,6 @@ class _DriverDecision:
     nvlink5: Nvlink5Plan | None
     imex: ImexPlan | None
     packages: DriverPackages | None
-
-
-def _driver_role(
-    facts: HostFacts,
-    policy: Policy,
-    models: Sequence[GpuModel],
-    nvswitches: int,
-    catalog: Catalog,
-    notes: _Notes,
-    today: dt.date | None,
-    imex_nodes: Sequence[str] = (),
-) -> RolePlan | None:
-    decision = _choose_driver(facts, policy, models, nvswitches, catalog, notes, today, imex_nodes)
-    if decision is None:
-        return None
-    return _explain_driver(facts, policy, decision, nvswitches, catalog, notes)
 
 
 def _choose_driver(
@@ -965,9 +943,9 @@ def plan_host(
     nvswitches = _nvswitch_count(facts, catalog, notes, len(gpus))
     roles: list[RolePlan] = []
     if "nvidia_driver" in policy.roles and known:
-        role = _driver_role(facts, policy, known, nvswitches, catalog, notes, today, nodes)
-        if role:
-            roles.append(role)
+        decision = _choose_driver(facts, policy, known, nvswitches, catalog, notes, today, nodes)
+        if decision is not None:
+            roles.append(_explain_driver(facts, policy, decision, nvswitches, catalog, notes))
     roles.extend(_runtime_roles(facts, policy, notes))
     mig_role = _mig_role(facts, policy, models, notes)
     if mig_role:

@@ -24,7 +24,6 @@ from .errors import PolicyError
 from .knobs import KnobTable, bad_value, default_table, read, unknown_knobs
 
 _TABLE = default_table()
-KNOWN_ROLES: tuple[str, ...] = _TABLE["gpuprov_roles"].choices
 DEFAULT_ROLES: tuple[str, ...] = tuple(_TABLE.default("gpuprov_roles"))
 
 DriverSource = Literal["cuda", "distribution"]

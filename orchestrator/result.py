@@ -70,6 +70,21 @@ def skipped(name: str, diagnosis: str, *, unit: str = "", gpu: int | None = None
     return CheckResult(name, "skip", None, None, unit, diagnosis, gpu)
 
 
+def verdict(
+    name: str,
+    ok: bool,
+    value: Value,
+    limit: Value,
+    unit: str,
+    diagnosis: str,
+    gpu: int | None = None,
+) -> CheckResult:
+    """`name` passes where `ok`; otherwise it fails with `diagnosis` (a pass carries none)."""
+    if ok:
+        return CheckResult(name, "pass", value, limit, unit, gpu=gpu)
+    return CheckResult(name, "fail", value, limit, unit, diagnosis, gpu)
+
+
 def failed(results: Iterable[CheckResult]) -> list[CheckResult]:
     """The results that make a host fail (warn and skip do not)."""
     return [r for r in results if r.status == "fail"]

@@ -65,13 +65,7 @@ def _gpu_counts(
 
 
 def _boards(facts: HostFacts, catalog: Catalog, warnings: MutableSequence[str]) -> None:
-    switches = 0
-    per_board = 0
-    for dev in facts.nvidia_pci:
-        found = catalog.nvswitch(dev.device_id)
-        if found and found[1]:
-            switches += 1
-            per_board = found[0].per_board
+    switches, per_board = facts.nvswitch_board(catalog)
     if not switches or not per_board:
         return
     boards = math.ceil(switches / per_board)

@@ -37,6 +37,13 @@ class Span:
         self.start, self.end = min(self.start, start), max(self.end, end)
 
 
+def _widen(spans: dict[str, Span], name: str, start: dt.datetime, end: dt.datetime) -> None:
+    if name in spans:
+        spans[name].widen(start, end)
+    else:
+        spans[name] = Span(start, end)
+
+
 @dataclass
 class Timings:
     stages: dict[str, dict[str, Span]] = field(default_factory=dict)  # host -> stage -> span
@@ -44,18 +51,10 @@ class Timings:
 
     def record(self, host: str, stage: str, start: dt.datetime, end: dt.datetime) -> None:
         """A stage's span on a host; a stage run twice (detect after apply) spans both."""
-        spans = self.stages.setdefault(host, {})
-        if stage in spans:
-            spans[stage].widen(start, end)
-        else:
-            spans[stage] = Span(start, end)
+        _widen(self.stages.setdefault(host, {}), stage, start, end)
 
     def record_role(self, host: str, role: str, start: dt.datetime, end: dt.datetime) -> None:
-        spans = self.roles.setdefault(host, {})
-        if role in spans:
-            spans[role].widen(start, end)
-        else:
-            spans[role] = Span(start, end)
+        _widen(self.roles.setdefault(host, {}), role, start, end)
 
     def host_dict(self, host: str) -> dict[str, object]:
         return {

@@ -29,7 +29,7 @@ from ..fabric import (
     kernel_version,
 )
 from ..facts import HostFacts, RdmaDevice, RdmaPort
-from ..result import CheckResult, skipped
+from ..result import CheckResult, skipped, verdict
 
 # The names fabric health reports under (the JUnit suite "fabric"); a per-device result is
 # NAME[device].
@@ -141,19 +141,11 @@ def check_efa_uverbs(f: FabricInput) -> list[CheckResult]:
     if not f.efa or f.facts.fabric is None:
         return []
     nodes, wanted = len(f.facts.fabric.uverbs), len(f.efa) + len(f.ib)
-    if nodes >= wanted:
-        return [CheckResult("efa_uverbs", "pass", nodes, wanted, "nodes")]
-    return [
-        CheckResult(
-            "efa_uverbs",
-            "fail",
-            nodes,
-            wanted,
-            "nodes",
-            f"{f.host}: {nodes} /dev/infiniband/uverbs nodes for {wanted} RDMA devices; fix: "
-            "load ib_uverbs (the EFA installer's rdma-core) and check udev",
-        )
-    ]
+    why = (
+        f"{f.host}: {nodes} /dev/infiniband/uverbs nodes for {wanted} RDMA devices; fix: "
+        "load ib_uverbs (the EFA installer's rdma-core) and check udev"
+    )
+    return [verdict("efa_uverbs", nodes >= wanted, nodes, wanted, "nodes", why)]
 
 
 def _link_results(
@@ -238,24 +230,17 @@ def check_efa_provider(f: FabricInput) -> list[CheckResult]:
         ]
     domains = set(info.domains)
     missing = [d.name for d in f.efa if f"{d.name}-rdm" not in domains]
-    if info.ok and not missing:
-        return [CheckResult("efa_provider", "pass", len(domains), len(f.efa), "domains")]
     what = (
         f"lists no efa provider (exit {info.exit_code})"
         if not info.ok
         else f"has no efa RDM domain for {', '.join(missing[:8])}"
     )
-    return [
-        CheckResult(
-            "efa_provider",
-            "fail",
-            len(domains),
-            len(f.efa),
-            "domains",
-            f"{f.host}: `fi_info -p efa -t FI_EP_RDM` {what}; fix: check the efa module and "
-            "libfabric (/opt/amazon/efa), rerun the efa role",
-        )
-    ]
+    why = (
+        f"{f.host}: `fi_info -p efa -t FI_EP_RDM` {what}; fix: check the efa module and "
+        "libfabric (/opt/amazon/efa), rerun the efa role"
+    )
+    ok = info.ok and not missing
+    return [verdict("efa_provider", ok, len(domains), len(f.efa), "domains", why)]
 
 
 def check_efa_plugin(f: FabricInput) -> list[CheckResult]:
@@ -284,19 +269,12 @@ def check_ib_devices(f: FabricInput) -> list[CheckResult]:
         return []
     if not f.expected_devices:
         return [CheckResult("ib_devices", "pass", len(f.ib), None, "HCAs")]
-    if len(f.ib) >= f.expected_devices:
-        return [CheckResult("ib_devices", "pass", len(f.ib), f.expected_devices, "HCAs")]
-    return [
-        CheckResult(
-            "ib_devices",
-            "fail",
-            len(f.ib),
-            f.expected_devices,
-            "HCAs",
-            f"{f.host}: {len(f.ib)} of {f.expected_devices} InfiniBand HCAs "
-            f"({', '.join(d.name for d in f.ib)}); fix: check the HCAs (lspci) and their driver",
-        )
-    ]
+    found, expected = len(f.ib), f.expected_devices
+    why = (
+        f"{f.host}: {found} of {expected} InfiniBand HCAs "
+        f"({', '.join(d.name for d in f.ib)}); fix: check the HCAs (lspci) and their driver"
+    )
+    return [verdict("ib_devices", found >= expected, found, expected, "HCAs", why)]
 
 
 def check_ib_link(f: FabricInput) -> list[CheckResult]:

@@ -9,7 +9,7 @@ knobs change exactly these outputs.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -21,7 +21,7 @@ from ..errors import CatalogError
 from ..facts import HostFacts, SmiGpu, XidEvent
 from ..parsers.nvlink import NvLinkErrors
 from ..parsers.smi_q import SmiQ, SmiQGpu
-from ..result import CheckResult
+from ..result import CheckResult, verdict
 
 LIMITS_PATH = Path(__file__).with_name("limits.yaml")
 _UPSTREAM = re.compile(r"^(?:\d+:)?(\d+\.\d+(?:\.\d+)?)")
@@ -132,6 +132,15 @@ def _no_smi(name: str, h: HealthInput) -> list[CheckResult]:
             "the driver (provision apply), then validate again",
         )
     ]
+
+
+def _per_gpu(
+    name: str, h: HealthInput, check: Callable[[SmiGpu], Iterable[CheckResult]]
+) -> list[CheckResult]:
+    """`check` over every GPU nvidia-smi lists; one failure (`name`) where it lists none."""
+    if not h.facts.smi_gpus:
+        return _no_smi(name, h)
+    return [r for g in h.facts.smi_gpus for r in check(g)]
 
 
 # ---- the checks -----------------------------------------------------------------------------
@@ -288,20 +297,12 @@ def check_fabric_manager(h: HealthInput) -> list[CheckResult]:
         return [CheckResult("fabric_manager", "skip", None, None, "", "no NVSwitch on this host")]
     state = h.facts.services.get("nvidia-fabricmanager")
     active = state.active if state else "not probed"
-    if state is None or not state.running:
-        return [
-            CheckResult(
-                "fabric_manager",
-                "fail",
-                active,
-                "active",
-                "",
-                f"{h.host}: nvidia-fabricmanager is {active} on a host with {h.nvswitches} "
-                "NVSwitches; install the fabric manager of the driver's exact version and "
-                "systemctl enable --now nvidia-fabricmanager",
-            )
-        ]
-    return [CheckResult("fabric_manager", "pass", active, "active", "")]
+    why = (
+        f"{h.host}: nvidia-fabricmanager is {active} on a host with {h.nvswitches} "
+        "NVSwitches; install the fabric manager of the driver's exact version and "
+        "systemctl enable --now nvidia-fabricmanager"
+    )
+    return [verdict("fabric_manager", bool(state and state.running), active, "active", "", why)]
 
 
 def _xid_age(h: HealthInput, stamp: float | None) -> float | None:
@@ -349,29 +350,19 @@ def check_xid(h: HealthInput) -> list[CheckResult]:
 
 
 def check_ecc(h: HealthInput) -> list[CheckResult]:
-    if not h.facts.smi_gpus:
-        return _no_smi("ecc_mode", h)
-    out = []
-    for g in h.facts.smi_gpus:
+    def one(g: SmiGpu) -> list[CheckResult]:
         mode = g.ecc_mode_current
-        if mode == "Enabled":
-            out.append(CheckResult("ecc_mode", "pass", mode, "Enabled", "", gpu=g.index))
-        else:
-            pending = f" (pending: {g.ecc_mode_pending})" if g.ecc_mode_pending else ""
-            out.append(
-                CheckResult(
-                    "ecc_mode",
-                    "fail",
-                    mode,
-                    "Enabled",
-                    "",
-                    f"{h.host}: ECC is {mode}{pending} on {_gpu_label(g)}; enable it with "
-                    f"nvidia-smi -i {g.index} -e 1 and reboot (or reset the GPU)",
-                    gpu=g.index,
-                )
-            )
-        out.append(_ecc_counts(h, g))
-    return out
+        pending = f" (pending: {g.ecc_mode_pending})" if g.ecc_mode_pending else ""
+        why = (
+            f"{h.host}: ECC is {mode}{pending} on {_gpu_label(g)}; enable it with "
+            f"nvidia-smi -i {g.index} -e 1 and reboot (or reset the GPU)"
+        )
+        return [
+            verdict("ecc_mode", mode == "Enabled", mode, "Enabled", "", why, g.index),
+            _ecc_counts(h, g),
+        ]
+
+    return _per_gpu("ecc_mode", h, one)
 
 
 def _ecc_counts(h: HealthInput, g: SmiGpu) -> CheckResult:
@@ -445,16 +436,13 @@ def _ecc_counts(h: HealthInput, g: SmiGpu) -> CheckResult:
 
 
 def check_row_remap(h: HealthInput) -> list[CheckResult]:
-    if not h.facts.smi_gpus:
-        return _no_smi("row_remap", h)
-    out = []
-    for g in h.facts.smi_gpus:
+    def one(g: SmiGpu) -> list[CheckResult]:
         q = _q_for(h, g)
         pending = (q.row_remap.pending if q else None) or g.remapped_rows_pending == "Yes"
         failure = (q.row_remap.failure if q else None) or g.remapped_rows_failure == "Yes"
         remapped = (q.row_remap.uncorrectable if q else None) or 0
         if not failure and remapped > h.limits.row_remap_uncorrectable_max:
-            out.append(
+            return [
                 CheckResult(
                     "row_remap",
                     "fail",
@@ -466,42 +454,25 @@ def check_row_remap(h: HealthInput) -> list[CheckResult]:
                     "is failing; drain the host and RMA the GPU",
                     gpu=g.index,
                 )
+            ]
+        if failure:
+            why = (
+                f"{h.host}: row remapping failed on {_gpu_label(g)} (no spare rows left): "
+                "drain the host and RMA the GPU"
             )
-        elif failure:
-            out.append(
-                CheckResult(
-                    "row_remap",
-                    "fail",
-                    "failure",
-                    "none",
-                    "",
-                    f"{h.host}: row remapping failed on {_gpu_label(g)} (no spare rows left): "
-                    "drain the host and RMA the GPU",
-                    gpu=g.index,
-                )
+            return [CheckResult("row_remap", "fail", "failure", "none", "", why, g.index)]
+        if pending:
+            why = (
+                f"{h.host}: a row remap is pending on {_gpu_label(g)}; reset the GPU "
+                f"(stop its users, nvidia-smi -r -i {g.index}) or reboot to apply it"
             )
-        elif pending:
-            out.append(
-                CheckResult(
-                    "row_remap",
-                    "fail",
-                    "pending",
-                    "none",
-                    "",
-                    f"{h.host}: a row remap is pending on {_gpu_label(g)}; reset the GPU "
-                    f"(stop its users, nvidia-smi -r -i {g.index}) or reboot to apply it",
-                    gpu=g.index,
-                )
-            )
-        elif g.remapped_rows_pending is None and q is None:
-            out.append(
-                CheckResult(
-                    "row_remap", "skip", None, None, "", "not reported by this GPU", gpu=g.index
-                )
-            )
-        else:
-            out.append(CheckResult("row_remap", "pass", "none", "none", "", gpu=g.index))
-    return out
+            return [CheckResult("row_remap", "fail", "pending", "none", "", why, g.index)]
+        if g.remapped_rows_pending is None and q is None:
+            why = "not reported by this GPU"
+            return [CheckResult("row_remap", "skip", None, None, "", why, gpu=g.index)]
+        return [CheckResult("row_remap", "pass", "none", "none", "", gpu=g.index)]
+
+    return _per_gpu("row_remap", h, one)
 
 
 def check_pcie(h: HealthInput) -> list[CheckResult]:
@@ -527,80 +498,44 @@ def check_pcie(h: HealthInput) -> list[CheckResult]:
                 CheckResult("pcie_link", "skip", None, None, "", f"{dev.address}: not reported")
             )
             continue
-        if degraded:
-            out.append(
-                CheckResult(
-                    "pcie_link",
-                    "fail",
-                    value,
-                    limit,
-                    "",
-                    f"{h.host}: GPU {dev.address} PCIe link at {value}, below its maximum "
-                    f"{limit}: host-to-device copies slow down; reseat the GPU or its riser, "
-                    "check the slot's BIOS setting, and look for AER errors in dmesg",
-                    gpu=gpu,
-                )
-            )
-        else:
-            out.append(CheckResult("pcie_link", "pass", value, limit, "", gpu=gpu))
+        why = (
+            f"{h.host}: GPU {dev.address} PCIe link at {value}, below its maximum "
+            f"{limit}: host-to-device copies slow down; reseat the GPU or its riser, "
+            "check the slot's BIOS setting, and look for AER errors in dmesg"
+        )
+        out.append(verdict("pcie_link", not degraded, value, limit, "", why, gpu))
     return out
 
 
 def check_persistence(h: HealthInput) -> list[CheckResult]:
-    if not h.facts.smi_gpus:
-        return _no_smi("persistence", h)
-    out = []
-    for g in h.facts.smi_gpus:
+    def one(g: SmiGpu) -> list[CheckResult]:
+        why = (
+            f"{h.host}: persistence mode is {g.persistence_mode} on {_gpu_label(g)}: each job "
+            "pays the driver's start-up and GPU state is lost between jobs; enable "
+            "nvidia-persistenced (systemctl enable --now nvidia-persistenced)"
+        )
         mode = g.persistence_mode
-        if mode == "Enabled":
-            out.append(CheckResult("persistence", "pass", mode, "Enabled", "", gpu=g.index))
-        else:
-            out.append(
-                CheckResult(
-                    "persistence",
-                    "fail",
-                    mode,
-                    "Enabled",
-                    "",
-                    f"{h.host}: persistence mode is {mode} on {_gpu_label(g)}: each job pays "
-                    "the driver's start-up and GPU state is lost between jobs; enable "
-                    "nvidia-persistenced (systemctl enable --now nvidia-persistenced)",
-                    gpu=g.index,
-                )
-            )
-    return out
+        return [verdict("persistence", mode == "Enabled", mode, "Enabled", "", why, g.index)]
+
+    return _per_gpu("persistence", h, one)
 
 
 def check_clocks(h: HealthInput) -> list[CheckResult]:
-    if not h.facts.smi_gpus:
-        return _no_smi("clock_events", h)
-    out = []
-    for g in h.facts.smi_gpus:
+    def one(g: SmiGpu) -> list[CheckResult]:
         bits = g.clocks_event_reasons
         if bits is None:
-            out.append(
-                CheckResult("clock_events", "skip", None, None, "", "not reported", gpu=g.index)
-            )
-            continue
+            return [CheckResult("clock_events", "skip", None, None, "", "not reported", g.index)]
         active = [n for b, n in sorted(h.limits.clock_event_warn_bits.items()) if bits & b]
-        if active:
-            out.append(
-                CheckResult(
-                    "clock_events",
-                    "warn",
-                    f"{bits:#x}",
-                    "no slowdown",
-                    "",
-                    f"{h.host}: {', '.join(active)} active on {_gpu_label(g)}; check "
-                    "cooling and power (nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER)",
-                    gpu=g.index,
-                )
-            )
-        else:
-            out.append(
-                CheckResult("clock_events", "pass", f"{bits:#x}", "no slowdown", "", gpu=g.index)
-            )
-    return out
+        value = f"{bits:#x}"
+        if not active:
+            return [CheckResult("clock_events", "pass", value, "no slowdown", "", gpu=g.index)]
+        why = (
+            f"{h.host}: {', '.join(active)} active on {_gpu_label(g)}; check "
+            "cooling and power (nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER)"
+        )
+        return [CheckResult("clock_events", "warn", value, "no slowdown", "", why, g.index)]
+
+    return _per_gpu("clock_events", h, one)
 
 
 def check_driver_coherence(h: HealthInput) -> list[CheckResult]:

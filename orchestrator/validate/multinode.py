@@ -391,10 +391,6 @@ class RunOutcome:
             and not sum(p.wrong or 0 for p in self.points)
         )
 
-    @property
-    def peak_busbw(self) -> float | None:
-        return max((p.busbw for p in self.points), default=None)
-
     def failed_hosts(self) -> list[str]:
         return [h for h, v in self.verdicts.items() if v.state != "ok"]
 

@@ -35,6 +35,7 @@ On the host the role runs the same checks again against live output before touch
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -141,10 +142,7 @@ class GpuLayout:
     instances: tuple[PlacedInstance, ...] = ()
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for i in self.instances:
-            out[i.profile] = out.get(i.profile, 0) + 1
-        return out
+        return dict(Counter(i.profile for i in self.instances))
 
 
 # --- parsing the document ---------------------------------------------------------------
@@ -316,10 +314,7 @@ def what_fits(requested: Sequence[tuple[GiProfile, int]]) -> dict[str, int]:
         trial = [*kept, (p, 1)]
         if solve_placement(trial) is not None:
             kept = trial
-    out: dict[str, int] = {}
-    for p, _ in kept:
-        out[p.name] = out.get(p.name, 0) + 1
-    return out
+    return dict(Counter(p.name for p, _ in kept))
 
 
 def _fmt(counts: Mapping[str, int] | Iterable[tuple[str, int]]) -> str:
@@ -417,15 +412,14 @@ def conflicts(
 ) -> tuple[str, ...]:
     """Policy conflicts the planner reports as blockers (no exception: the plan lists them)."""
     enabled = [g.index for g in layouts if g.mig_enabled]
-    out: list[str] = []
-    if enabled and needs_multi_gpu_nccl:
-        out.append(
-            f"{host}: the MIG layout enables MIG on GPUs {enabled} but policy requires the "
-            "multi-GPU NCCL test; MIG disables NVLink peer-to-peer, so that test cannot pass. "
-            f"Select layout {LAYOUT_DISABLED!r}, or set gpuprov_validation_nccl: false for "
-            "this host"
-        )
-    return tuple(out)
+    if not (enabled and needs_multi_gpu_nccl):
+        return ()
+    return (
+        f"{host}: the MIG layout enables MIG on GPUs {enabled} but policy requires the "
+        "multi-GPU NCCL test; MIG disables NVLink peer-to-peer, so that test cannot pass. "
+        f"Select layout {LAYOUT_DISABLED!r}, or set gpuprov_validation_nccl: false for "
+        "this host",
+    )
 
 
 # --- building MigGpu from real output or from the catalog -------------------------------

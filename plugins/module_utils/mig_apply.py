@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import GpuprovError, HostError
@@ -123,14 +123,10 @@ def read_state(run: Runner, host: str) -> dict[int, GpuState]:
     gis = parse_lgi(_smi(run, "mig", "-lgi", host=host), host=host)
     cis = parse_lci(_smi(run, "mig", "-lci", host=host), host=host)
     return {
-        g.index: GpuState(
-            g.index,
-            g.name,
-            g.device_id,
-            g.mig_current,
-            g.mig_pending,
-            tuple(i for i in gis if i.gpu == g.index),
-            tuple(c for c in cis if c.gpu == g.index),
+        g.index: replace(
+            g,
+            instances=tuple(i for i in gis if i.gpu == g.index),
+            compute=tuple(c for c in cis if c.gpu == g.index),
         )
         for g in gpus
     }

@@ -87,42 +87,41 @@ def _body(text: str, source: str, host: str | None) -> str:
     return out.body
 
 
+def _rows(
+    text: str, option: str, host: str | None, pattern: re.Pattern[str], *, strip: bool = False
+) -> list[tuple[str, ...]]:
+    """The groups of each line of `nvidia-smi mig <option>` that `pattern` matches."""
+    lines = _body(text, f"nvidia-smi mig {option}", host).splitlines()
+    return [m.groups() for line in lines if (m := pattern.match(line.strip() if strip else line))]
+
+
 def parse_lgip(text: str, *, host: str | None = None) -> tuple[GiProfileRow, ...]:
-    rows = []
-    for line in _body(text, "nvidia-smi mig -lgip", host).splitlines():
-        if m := _LGIP.match(line):
-            gpu, name, pid, free, total, mem = m.groups()
-            rows.append(GiProfileRow(int(gpu), name, int(pid), int(free), int(total), float(mem)))
-    return tuple(rows)
+    return tuple(
+        GiProfileRow(int(gpu), name, int(pid), int(free), int(total), float(mem))
+        for gpu, name, pid, free, total, mem in _rows(text, "-lgip", host, _LGIP)
+    )
 
 
 def parse_lgipp(text: str, *, host: str | None = None) -> tuple[GiPlacementRow, ...]:
-    rows = []
-    for line in _body(text, "nvidia-smi mig -lgipp", host).splitlines():
-        if m := _LGIPP.match(line.strip()):
-            gpu, pid, starts, size = m.groups()
-            slots = tuple(int(s) for s in starts.replace(" ", "").split(",") if s)
-            rows.append(GiPlacementRow(int(gpu), int(pid), slots, int(size)))
-    return tuple(rows)
+    return tuple(
+        GiPlacementRow(int(gpu), int(pid), _slots(starts), int(size))
+        for gpu, pid, starts, size in _rows(text, "-lgipp", host, _LGIPP, strip=True)
+    )
+
+
+def _slots(starts: str) -> tuple[int, ...]:
+    return tuple(int(s) for s in starts.replace(" ", "").split(",") if s)
 
 
 def parse_lgi(text: str, *, host: str | None = None) -> tuple[GpuInstanceRow, ...]:
-    rows = []
-    for line in _body(text, "nvidia-smi mig -lgi", host).splitlines():
-        if m := _LGI.match(line):
-            gpu, name, pid, iid, start, size = m.groups()
-            rows.append(GpuInstanceRow(int(gpu), name, int(pid), int(iid), int(start), int(size)))
-    return tuple(rows)
+    return tuple(
+        GpuInstanceRow(int(gpu), name, int(pid), int(iid), int(start), int(size))
+        for gpu, name, pid, iid, start, size in _rows(text, "-lgi", host, _LGI)
+    )
 
 
 def parse_lci(text: str, *, host: str | None = None) -> tuple[ComputeInstanceRow, ...]:
-    rows = []
-    for line in _body(text, "nvidia-smi mig -lci", host).splitlines():
-        if m := _LCI.match(line):
-            gpu, gi, name, pid, iid, start, size = m.groups()
-            rows.append(
-                ComputeInstanceRow(
-                    int(gpu), int(gi), name, int(pid), int(iid), int(start), int(size)
-                )
-            )
-    return tuple(rows)
+    return tuple(
+        ComputeInstanceRow(int(gpu), int(gi), name, int(pid), int(iid), int(start), int(size))
+        for gpu, gi, name, pid, iid, start, size in _rows(text, "-lci", host, _LCI)
+    )

@@ -399,23 +399,31 @@ SUPPORT_URL="https://www.debian.org/support"
 BUG_REPORT_URL="https://bugs.debian.org/\""""
 
 
+def hgx(
+    tag: str,
+    device: int,
+    name: str,
+    memory_mib: int,
+    compute_cap: str,
+    arch: str,
+    gen: int,
+    subsys: int,
+    power_w: int = 700,
+    *,
+    count: int = 8,
+) -> tuple[Gpu, ...]:
+    """`count` GPUs of one model at the HGX board's addresses (and NUMA nodes), uuids from
+    `tag`."""
+    model = (memory_mib, compute_cap, arch, gen)
+    return tuple(
+        Gpu(a, device, name, uuid(tag, i), *model, numa=n, subsys=subsys, power_w=power_w)
+        for i, (a, n) in enumerate(HGX_ADDRS[:count])
+    )
+
+
 def h100x8() -> Raw:
     host = Host(
-        gpus=tuple(
-            Gpu(
-                a,
-                0x2330,
-                "NVIDIA H100 80GB HBM3",
-                uuid("a1", i),
-                81559,
-                "9.0",
-                "Hopper",
-                5,
-                numa=n,
-                subsys=0x16C1,
-            )
-            for i, (a, n) in enumerate(HGX_ADDRS)
-        ),
+        gpus=hgx("a1", 0x2330, "NVIDIA H100 80GB HBM3", 81559, "9.0", "Hopper", 5, 0x16C1),
         nvswitch_ids=(
             ("0000:05:00.0", 0x22A3),
             ("0000:06:00.0", 0x22A3),
@@ -487,22 +495,7 @@ def lgipp_for(real_lgipp: str, gpus: int) -> str:
 
 def a100x8() -> Raw:
     host = Host(
-        gpus=tuple(
-            Gpu(
-                a,
-                0x20B2,
-                "NVIDIA A100-SXM4-80GB",
-                uuid("b2", i),
-                81920,
-                "8.0",
-                "Ampere",
-                4,
-                numa=n,
-                subsys=0x147F,
-                power_w=400,
-            )
-            for i, (a, n) in enumerate(HGX_ADDRS)
-        ),
+        gpus=hgx("b2", 0x20B2, "NVIDIA A100-SXM4-80GB", 81920, "8.0", "Ampere", 4, 0x147F, 400),
         nvswitch_ids=tuple((f"0000:{0x0B + i:02x}:00.0", 0x1AF1) for i in range(6)),
         driver="535.216.01",
         open_modules=False,
@@ -521,21 +514,8 @@ def a100x8() -> Raw:
 
 def l40s() -> Raw:
     host = Host(
-        gpus=tuple(
-            Gpu(
-                a,
-                0x26B9,
-                "NVIDIA L40S",
-                uuid("c3", i),
-                46068,
-                "8.9",
-                "Ada Lovelace",
-                4,
-                numa=n,
-                subsys=0x1851,
-                power_w=350,
-            )
-            for i, (a, n) in enumerate(HGX_ADDRS[:4])
+        gpus=hgx(
+            "c3", 0x26B9, "NVIDIA L40S", 46068, "8.9", "Ada Lovelace", 4, 0x1851, 350, count=4
         ),
         driver="535.261.03",
         open_modules=False,
@@ -567,22 +547,7 @@ def l40s() -> Raw:
 
 def v100() -> Raw:
     host = Host(
-        gpus=tuple(
-            Gpu(
-                a,
-                0x1DB5,
-                "Tesla V100-SXM2-32GB",
-                uuid("d4", i),
-                32768,
-                "7.0",
-                "Volta",
-                3,
-                numa=n,
-                subsys=0x1249,
-                power_w=300,
-            )
-            for i, (a, n) in enumerate(HGX_ADDRS)
-        ),
+        gpus=hgx("d4", 0x1DB5, "Tesla V100-SXM2-32GB", 32768, "7.0", "Volta", 3, 0x1249, 300),
         driver="535.261.03",
         open_modules=False,
         cuda="12.2",

@@ -44,25 +44,20 @@ def gemm_check(torch: Any, gpu: int, floors: dict[str, Any], n: int = 8192) -> l
     ]
     ref = a[:128].float() @ b.float()
     err = float(((c[:128].float() - ref).abs().max() / ref.abs().max()).item())
+    wrong = (
+        f"bf16 GEMM on GPU {gpu} differs from the fp32 reference by {err:.3g}: wrong "
+        "results from this GPU; drain it and run dcgmi diag -r 3, check Xid errors "
+        "(dmesg | grep Xid) and ECC (nvidia-smi -q -d ECC)"
+    )
+    return [*out, _correct("gemm_bf16_correct", err, gpu, wrong)]
+
+
+def _correct(name: str, err: float, gpu: int, wrong: str) -> Result:
+    """pass when the relative error against the fp32 reference is at most 2e-2, else fail with
+    the diagnosis `wrong`."""
     if err <= 2e-2:
-        out.append(result("gemm_bf16_correct", "pass", round(err, 5), 2e-2, "rel. error", "", gpu))
-    else:
-        out.append(
-            result(
-                "gemm_bf16_correct",
-                "fail",
-                round(err, 5),
-                2e-2,
-                "rel. error",
-                (
-                    f"bf16 GEMM on GPU {gpu} differs from the fp32 reference by {err:.3g}: wrong "
-                    "results from this GPU; drain it and run dcgmi diag -r 3, check Xid errors "
-                    "(dmesg | grep Xid) and ECC (nvidia-smi -q -d ECC)"
-                ),
-                gpu,
-            )
-        )
-    return out
+        return result(name, "pass", round(err, 5), 2e-2, "rel. error", "", gpu)
+    return result(name, "fail", round(err, 5), 2e-2, "rel. error", wrong, gpu)
 
 
 def fp8_check(torch: Any, gpu: int, spec: dict[str, Any], n: int = 8192) -> list[Result]:
@@ -151,24 +146,11 @@ def fp8_check(torch: Any, gpu: int, spec: dict[str, Any], n: int = 8192) -> list
             "FP8 GEMM throughput",
         )
     ]
-    if err <= 2e-2:
-        out.append(result("fp8", "pass", round(err, 5), 2e-2, "rel. error", "", gpu))
-    else:
-        out.append(
-            result(
-                "fp8",
-                "fail",
-                round(err, 5),
-                2e-2,
-                "rel. error",
-                (
-                    f"FP8 GEMM on GPU {gpu} gives wrong results (error {err:.3g}); drain "
-                    "the GPU and run dcgmi diag -r 3"
-                ),
-                gpu,
-            )
-        )
-    return out
+    wrong = (
+        f"FP8 GEMM on GPU {gpu} gives wrong results (error {err:.3g}); drain "
+        "the GPU and run dcgmi diag -r 3"
+    )
+    return [*out, _correct("fp8", err, gpu, wrong)]
 
 
 def copy_check(torch: Any, gpu: int, floors: dict[str, Any]) -> Result:
