@@ -257,7 +257,7 @@ def _verify_hosts(
     from .inventory import Inventory
     from .plandoc import write_plan_document
     from .progress import StageProgress
-    from .verify.runner import READS, run_suite
+    from .verify.runner import run_suite
 
     if plan_file is None:
         plan_file = write_plan_document(workdir, _document_vars(hosts, plans))
@@ -270,12 +270,7 @@ def _verify_hosts(
         if suite is not None:
             run = suite.finish(hosts, plan_file)
         else:
-            run = run_suite(
-                [fleet.handle.host(h) for h in hosts],
-                workdir,
-                plan_file=plan_file,
-                reads=workdir.parent / READS,
-            )
+            run = run_suite([fleet.handle.host(h) for h in hosts], workdir, plan_file=plan_file)
         for h in hosts:
             stage.advance(failed=any(c.status == "fail" for c in run.results.get(h, ())))
     return {
@@ -290,14 +285,13 @@ def _start_suite(fleet: Fleet, opts: StageOptions) -> tuple[Path, SuiteRun] | No
     """`provision verify`'s suite processes, started for every host of the fleet, with the
     run's artifacts folder; None without an inventory (nothing to verify) or hosts."""
     from .inventory import Inventory
-    from .verify.runner import READS, start_suite
+    from .verify.runner import start_suite
 
     if not isinstance(fleet.handle, Inventory) or not fleet.hosts:
         return None
-    root = apply_mod.artifacts_root(opts.artifacts_dir)
-    run_dir = apply_mod.new_run_dir(root)
+    run_dir = apply_mod.new_run_dir(apply_mod.artifacts_root(opts.artifacts_dir))
     handle = fleet.handle
-    return run_dir, start_suite([handle.host(h) for h in fleet.hosts], run_dir, reads=root / READS)
+    return run_dir, start_suite([handle.host(h) for h in fleet.hosts], run_dir)
 
 
 def _drop_suite(early: tuple[Path, SuiteRun] | None) -> None:

@@ -26,8 +26,6 @@ SUITE = Path(__file__).resolve().parent / "suite"
 HOSTS_PER_PROCESS = 8
 MAX_PROCESSES = 16
 VERIFY_FD = "GPUPROV_VERIFY_FD"  # suite/conftest.py reads the hosts from this pipe
-# under the artifacts folder: the commands each host's checks asked, read early next time
-READS = "verify-reads"
 SCHEME = "gpuprov"  # the suite's hosts under provision verify (orchestrator/verify/backend.py)
 
 
@@ -188,14 +186,10 @@ class SuiteRun:
 
 
 def start_suite(
-    hosts: Sequence[InventoryHost],
-    workdir: Path,
-    processes: int | None = None,
-    reads: Path | None = None,
+    hosts: Sequence[InventoryHost], workdir: Path, processes: int | None = None
 ) -> SuiteRun:
     """Start the suite's pytest processes for `hosts` (see `run_suite`); `SuiteRun.finish`
-    says which of them to verify. `reads`: a folder where each host's commands are kept
-    (READS under the artifacts), read early by the next run while it detects and plans."""
+    says which of them to verify."""
     workdir.mkdir(parents=True, exist_ok=True)
     by_name = {h.name: h for h in hosts}
     count = processes if processes is not None else processes_for(len(hosts))
@@ -229,10 +223,7 @@ def start_suite(
                     )
             finally:
                 os.close(read_end)
-            first: dict[str, Any] = {"hosts": {n: _spec(by_name[n]) for n in names}}
-            if reads is not None:
-                first["reads"] = str(reads)
-            _send(shard, first)
+            _send(shard, {"hosts": {n: _spec(by_name[n]) for n in names}})
     except BaseException:
         run.cancel()
         raise
@@ -244,7 +235,6 @@ def run_suite(
     workdir: Path,
     plan_file: Path | None = None,
     processes: int | None = None,
-    reads: Path | None = None,
 ) -> VerifyRun:
     """Run the suite against `hosts`; returns results per host.
 
@@ -257,8 +247,7 @@ def run_suite(
     `verify-junit.xml`. `plan_file`: the plan document (orchestrator/plandoc.py) the hosts
     were applied with; None: the inventory's variables. A host whose session cannot be
     opened has one result, `verify.connection`, with why."""
-    run = start_suite(hosts, workdir, processes, reads)
-    return run.finish([h.name for h in hosts], plan_file)
+    return start_suite(hosts, workdir, processes).finish([h.name for h in hosts], plan_file)
 
 
 def _send(shard: _Shard, message: Mapping[str, Any] | None) -> None:

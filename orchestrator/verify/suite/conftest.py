@@ -30,7 +30,6 @@ from orchestrator.verify.expect import Expectation, expectation_from_vars
 
 _PLAN = pytest.StashKey[dict[str, dict[str, Any]]]()
 _PIPE = pytest.StashKey[BinaryIO]()  # from the runner (provision verify)
-_READS = pytest.StashKey[Path]()  # where each host's commands are kept for the next run
 VERIFY_FD = "GPUPROV_VERIFY_FD"
 TRACE = "GPUPROV_VERIFY_TRACE"  # a file: each command's host, seconds and text are added to it
 _TUPLES = ("known_hosts", "groups", "become_flags")
@@ -63,21 +62,13 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_PLAN] = read_plan_document(Path(path)) if path else {}
     except BadInputError as e:
         raise pytest.UsageError(str(e)) from e
-    if os.environ.get(TRACE):
-        backend.REGISTRY.trace = []
     fd = os.environ.pop(VERIFY_FD, None)
     if fd:
         pipe = os.fdopen(int(fd), "rb")
         config.stash[_PIPE] = pipe
-        first = json.loads(pipe.readline() or b"{}")
-        registry = backend.REGISTRY
-        registry.specs.update(_host_specs(first))
-        if first.get("reads"):
-            config.stash[_READS] = Path(first["reads"])
-        # the sessions open, and what each host was asked the last time is read, while the
-        # runner detects and plans
-        reads = config.stash.get(_READS, None)
-        registry.start(backend.read_early(reads, registry.specs) if reads else {})
+        backend.REGISTRY.specs.update(_host_specs(json.loads(pipe.readline() or b"{}")))
+    if os.environ.get(TRACE):
+        backend.REGISTRY.trace = []
 
 
 def _host_specs(data: dict[str, Any]) -> dict[str, backend.HostSpec]:
@@ -109,7 +100,8 @@ def pytest_collection_modifyitems(
         except BadInputError as e:
             raise pytest.UsageError(str(e)) from e
     wanted = set(word.get("keep") or ())
-    registry.drop([n for n in registry.specs if n not in wanted])
+    for host in [n for n in registry.specs if n not in wanted]:
+        del registry.specs[host]
     registry.open_all(sorted(registry.specs))
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
@@ -121,13 +113,6 @@ def pytest_collection_modifyitems(
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """A whole run (its checks passed or failed) keeps what each host was asked."""
-    reads = session.config.stash.get(_READS, None)
-    if reads is not None and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        backend.write_early(reads, backend.REGISTRY.asked)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
