@@ -92,7 +92,7 @@ class Session:
             while out_match is None or err_at < 0:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self.close()
+                    self.close(wait=0)  # the command hangs: the shell would wait for it
                     raise self._lost(f"a command ran longer than {timeout:.0f} s")
                 for key, _ in selector.select(left):
                     chunk = os.read(key.fd, 1 << 16)
@@ -128,13 +128,13 @@ class Session:
             "run verify again",
         )
 
-    def close(self) -> None:
-        """End the shell (its input closed, then the process ended)."""
+    def close(self, wait: float = 5) -> None:
+        """End the shell: its input closed, `wait` seconds for it to end, then killed."""
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()

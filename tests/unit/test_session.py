@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -52,9 +53,11 @@ def test_a_shell_that_dies_fails_the_command_with_one_error(tmp_path: Path) -> N
 
 def test_a_command_past_its_deadline_ends_the_session(tmp_path: Path) -> None:
     session = open_session(_host(tmp_path))
+    started = time.monotonic()
     with pytest.raises(SessionLost, match="longer than 1 s"):
         session.run("sleep 30", timeout=1)
     assert session.proc.poll() is not None
+    assert time.monotonic() - started < 4  # ended at once, not after the shell's 5 s
 
 
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
