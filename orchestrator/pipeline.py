@@ -19,6 +19,7 @@ import json
 import re
 import shutil
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -268,7 +269,7 @@ def _verify_hosts(
         # each host reached as detection reaches it (jump hosts, become, vault: the inventory
         # as loaded), one session per host for the whole suite
         if suite is not None:
-            run = suite.finish(hosts, plan_file)
+            run = suite.finish(hosts, plan_file, workdir)
         else:
             run = run_suite([fleet.handle.host(h) for h in hosts], workdir, plan_file=plan_file)
         for h in hosts:
@@ -281,24 +282,40 @@ def _verify_hosts(
     }
 
 
-def _start_suite(fleet: Fleet, opts: StageOptions) -> tuple[Path, SuiteRun] | None:
-    """`provision verify`'s suite processes, started for every host of the fleet, with the
-    run's artifacts folder; None without an inventory (nothing to verify) or hosts."""
+def _start_suite(
+    fleet: Fleet, opts: StageOptions, *, before_apply: bool = False
+) -> tuple[Path, SuiteRun] | None:
+    """The suite's processes, started for every host of the fleet while the caller detects
+    and plans (and, `before_apply`, applies), in a folder of their own: `provision verify`'s
+    run folder; before an apply, a `.verify-*` folder under the artifacts whose files join the
+    apply's run folder when it verifies (`_drop_suite` removes it). None without an inventory
+    (nothing to verify) or hosts."""
     from .inventory import Inventory
     from .verify.runner import start_suite
 
     if not isinstance(fleet.handle, Inventory) or not fleet.hosts:
         return None
-    run_dir = apply_mod.new_run_dir(apply_mod.artifacts_root(opts.artifacts_dir))
+    root = apply_mod.artifacts_root(opts.artifacts_dir)
+    if before_apply:
+        root.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix=".verify-", dir=root))
+    else:
+        folder = apply_mod.new_run_dir(root)
     handle = fleet.handle
-    return run_dir, start_suite([handle.host(h) for h in fleet.hosts], run_dir)
+    return folder, start_suite([handle.host(h) for h in fleet.hosts], folder)
 
 
-def _drop_suite(early: tuple[Path, SuiteRun] | None) -> None:
-    """End an early-started suite that verifies nothing, and remove its run folder."""
-    if early is not None:
-        early[1].cancel()
-        shutil.rmtree(early[0], ignore_errors=True)
+def _drop_suite(early: tuple[Path, SuiteRun] | None, keep_in: Path | None = None) -> None:
+    """End an early-started suite (a no-op once it has finished) and remove its folder;
+    `keep_in`: its files are moved there first."""
+    if early is None:
+        return
+    early[1].cancel()
+    if keep_in is not None and early[0].is_dir():
+        for f in early[0].iterdir():
+            if not (keep_in / f.name).exists():
+                f.replace(keep_in / f.name)
+    shutil.rmtree(early[0], ignore_errors=True)
 
 
 _SSH_LOST = re.compile(r"exit_status=255, .*_stderr=b['\"](ssh: [^'\"\\]*)")
@@ -493,6 +510,7 @@ class _Applied:
     policies: Mapping[str, Policy]
     plans: Mapping[str, HostPlan]
     result: apply_mod.ApplyResult | None
+    suite: tuple[Path, SuiteRun] | None = None  # started before detection (run_all)
 
 
 def _routes(fleet: Fleet, hosts: Sequence[str]) -> dict[str, str]:
@@ -510,11 +528,24 @@ def _routes(fleet: Fleet, hosts: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _apply(opts: StageOptions, console: Console) -> _Applied:
-    """Detect, plan, check every input, then apply to the hosts the plan does not block."""
+def _apply(opts: StageOptions, console: Console, *, verify: bool = False) -> _Applied:
+    """Detect, plan, check every input, then apply to the hosts the plan does not block.
+    `verify`: the suite's processes start before detection (`_Applied.suite`), to verify the
+    applied hosts afterwards; whatever fails or stops here ends them."""
     apply_mod.check_options(opts.serial, opts.max_fail_percent)
+    fleet = _load_inventory(opts.inventory, opts.limit, opts)
+    suite = _start_suite(fleet, opts, before_apply=True) if verify else None
+    try:
+        applied = _apply_fleet(opts, console, fleet)
+    except BaseException:  # bad input, Ctrl-C: nothing will be verified
+        _drop_suite(suite)
+        raise
+    return replace(applied, suite=suite)
+
+
+def _apply_fleet(opts: StageOptions, console: Console, fleet: Fleet) -> _Applied:
     options = opts.ansible  # -K, --ask-vault-pass: asked before detection
-    fleet, detected = _detect_fleet(opts, console)
+    detected = _detect(fleet, console)
     policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
     targets = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
     for host in sorted(h for h in plans if plans[h].blocked):
@@ -773,26 +804,41 @@ def run_verify(opts: StageOptions) -> int:
 def run_all(opts: StageOptions) -> int:
     """detect -> plan -> apply -> detect again -> validate -> verify -> report."""
     console = _console(opts)
-    done = _apply(opts, console)
+    done = _apply(opts, console, verify=not opts.check)
+    verified = _verify_into(done, opts)  # the run folder the suite's files join
+    try:
+        return _after_apply(opts, console, done, verified)
+    finally:  # the suite ends (a no-op once it has run); its folder goes
+        _drop_suite(done.suite, keep_in=verified)
+
+
+def _verify_into(done: _Applied, opts: StageOptions) -> Path | None:
+    """The applied hosts' run folder where they will be verified; None: none will be."""
+    applied = done.result.hosts if done.result else {}
+    ok = any(applied[h].succeeded for h in applied)
+    return done.result.artifact_dir if done.result and ok and not opts.check else None
+
+
+def _after_apply(opts: StageOptions, console: Console, done: _Applied, run: Path | None) -> int:
     applied = done.result.hosts if done.result else {}
     ok = [h for h in done.fleet.hosts if h in applied and applied[h].succeeded]
     validation: dict[str, rep.StageResult] = {}
     verification: dict[str, rep.StageResult] = {}
-    if ok and not opts.check:
+    if run is not None and done.result is not None:
         # The hosts changed: validate and verify what they are now, not what they were
         # (no playbook ran: every role was converged, the first detection still holds).
-        ran = done.result is not None and done.result.status != "skipped"
+        ran = done.result.status != "skipped"
         after = _detect(done.fleet, console) if ran else done.detected
         validation = _validation(done.fleet, ok, after, done.plans, done.policies, opts)
-        assert done.result is not None
         verification = _verify_hosts(
             done.fleet,
             ok,
             done.plans,
             done.policies,
-            done.result.artifact_dir,
+            run,
             done.result.plan_file,
             console,
+            suite=done.suite[1] if done.suite else None,
         )
         detected_facts: Mapping[str, HostFacts] = {**done.detected.facts, **after.facts}
         detect_errors: Mapping[str, str] = {**done.detected.errors, **after.errors}

@@ -112,10 +112,15 @@ class SuiteRun:
         self._shards: list[_Shard] = []
         self.junit = junit
 
-    def finish(self, keep: Sequence[str], plan: Path | None = None) -> VerifyRun:
+    def finish(
+        self, keep: Sequence[str], plan: Path | None = None, into: Path | None = None
+    ) -> VerifyRun:
         """Verify the hosts of `keep` (the others get no result) against the plan document
-        `plan` (None: the inventory's variables); wait for the suite."""
+        `plan` (None: the inventory's variables); wait for the suite. `into`: the folder for
+        the merged `verify-junit.xml` (default: the processes' own)."""
         wanted = set(keep)
+        if into is not None:
+            self.junit = into / self.junit.name
         try:
             for shard in self._shards:
                 message: dict[str, Any] = {"keep": [h for h in shard.hosts if h in wanted]}

@@ -14,6 +14,7 @@ from _helpers import H200, copy_facts
 from orchestrator import apply as apply_mod
 from orchestrator import pipeline
 from orchestrator.cli import main
+from orchestrator.errors import BadInputError
 from orchestrator.parsers import parse_host
 
 # the same host under another GPU id: an unknown one ("odd"), an H100 ("p5")
@@ -263,6 +264,53 @@ def test_no_stage_runs_the_whole_pipeline(
     assert h["apply"]["changed_tasks"] == ["Write the planned driver variables"]
     assert h["validation"]["note"] == "check mode: nothing was applied"
     assert not (local_fleet["out"] / "h200-real.json").exists()
+
+
+@pytest.mark.ansible
+def test_the_whole_pipeline_starts_the_suite_before_detection_and_verifies_into_the_run(
+    local_fleet: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`provision` (no stage) starts the suite's processes before detection, as verify does;
+    after the apply their files join the apply's run folder and their own folder goes."""
+    root = local_fleet["tmp"] / "artifacts"
+    seen: list[list[str]] = []
+    detect = pipeline._detect
+
+    def watched(fleet: pipeline.Fleet, console: object, **kw: Any) -> pipeline.Detected:
+        seen.append([p.name for p in root.glob(".verify-*")])
+        return detect(fleet, console, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "_detect", watched)
+    report = local_fleet["tmp"] / "all.json"
+    main(["-i", str(local_fleet["inventory"]), "--report", str(report)])
+    doc = json.loads(report.read_text())
+    assert seen and len(seen[0]) == 1  # the suite's folder, there when detection began
+    run = Path(doc["artifact_dir"])
+    assert (run / "verify-junit.xml").is_file() and (run / "verify-0.log").is_file()
+    assert doc["hosts"]["h200-real"]["verification"]["state"] in ("done", "failed")
+    assert not list(root.glob(".verify-*"))
+
+
+def test_bad_input_after_the_suite_started_ends_it_and_leaves_nothing(
+    local_fleet: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = local_fleet["tmp"] / "artifacts"
+    started: list[Any] = []
+    start = pipeline._start_suite
+
+    def recorded(*args: Any, **kw: Any) -> Any:
+        started.append(start(*args, **kw))
+        return started[-1]
+
+    def bad(fleet: pipeline.Fleet, console: object, **_: object) -> pipeline.Detected:
+        raise BadInputError("h200-real: a bad value", fix="fix it")
+
+    monkeypatch.setattr(pipeline, "_start_suite", recorded)
+    monkeypatch.setattr(pipeline, "_detect", bad)
+    assert main(["-i", str(local_fleet["inventory"])]) == 2
+    ((folder, suite),) = started
+    assert not folder.exists() and not list(root.glob(".verify-*"))
+    assert all(s.proc is not None and s.proc.poll() is not None for s in suite._shards)
 
 
 def test_detect_save_then_plan_offline_on_this_machine(
