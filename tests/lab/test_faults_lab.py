@@ -23,6 +23,7 @@ other lab runs; lab up ~10 s, then runs that are each stopped within ~2 min).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -123,6 +124,26 @@ def _apply_holding_the_lock(
         proc.wait()
         raise
     return proc
+
+
+def _wait_for_a_change(proc: subprocess.Popen[str], artifacts: Path, host: str) -> None:
+    """Until the run has changed something on `host` (a task's ok event with changed, in its
+    ansible-runner events): a Ctrl-C then finds the host mid-change, as an operator's would.
+    (CI, 2026-12-03 20:40: on a loaded machine the Ctrl-C came 46 s into the run, between two
+    read-only tasks, and the report rightly said no host had changed yet.)"""
+    deadline = time.monotonic() + 600
+    while True:
+        for path in artifacts.glob("*/ansible/job_events/*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                event = json.loads(path.read_text())
+                data = event.get("event_data") or {}
+                res = data.get("res")
+                ok = event.get("event") == "runner_on_ok" and data.get("host") == host
+                if ok and isinstance(res, dict) and res.get("changed"):
+                    return
+        assert proc.poll() is None, "the run ended before it changed the host"
+        assert time.monotonic() < deadline, "the run changed nothing on the host in 600 s"
+        time.sleep(2)
 
 
 def test_max_unavailable_counts_a_host_drained_outside_the_limit(
@@ -228,6 +249,7 @@ def test_a_second_apply_is_refused_by_the_host_lock_and_ctrl_c_stops_the_first(
             check=False,
         )
         assert proc.poll() is None, "the first run still runs"
+        _wait_for_a_change(proc, tmp_path / "artifacts", first)
         proc.send_signal(signal.SIGINT)  # the operator's Ctrl-C
         output, _ = proc.communicate(timeout=300)
     finally:
