@@ -805,23 +805,22 @@ def run_all(opts: StageOptions) -> int:
     """detect -> plan -> apply -> detect again -> validate -> verify -> report."""
     console = _console(opts)
     done = _apply(opts, console, verify=not opts.check)
-    verified = _verify_into(done, opts)  # the run folder the suite's files join
-    try:
-        return _after_apply(opts, console, done, verified)
-    finally:  # the suite ends (a no-op once it has run); its folder goes
-        _drop_suite(done.suite, keep_in=verified)
-
-
-def _verify_into(done: _Applied, opts: StageOptions) -> Path | None:
-    """The applied hosts' run folder where they will be verified; None: none will be."""
-    applied = done.result.hosts if done.result else {}
-    ok = any(applied[h].succeeded for h in applied)
-    return done.result.artifact_dir if done.result and ok and not opts.check else None
-
-
-def _after_apply(opts: StageOptions, console: Console, done: _Applied, run: Path | None) -> int:
     applied = done.result.hosts if done.result else {}
     ok = [h for h in done.fleet.hosts if h in applied and applied[h].succeeded]
+    # the applied hosts' run folder, where they are verified and the suite's files join
+    run = done.result.artifact_dir if done.result and ok and not opts.check else None
+    try:
+        return _after_apply(opts, console, done, ok, run)
+    finally:  # the suite ends (a no-op once it has run); its folder goes
+        _drop_suite(done.suite, keep_in=run)
+
+
+def _after_apply(
+    opts: StageOptions, console: Console, done: _Applied, ok: list[str], run: Path | None
+) -> int:
+    """Validate and verify the hosts `ok` applied into the folder `run` (None: none), then
+    report."""
+    applied = done.result.hosts if done.result else {}
     validation: dict[str, rep.StageResult] = {}
     verification: dict[str, rep.StageResult] = {}
     if run is not None and done.result is not None:
