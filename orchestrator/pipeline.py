@@ -302,7 +302,8 @@ def _start_suite(
     else:
         folder = apply_mod.new_run_dir(root)
     handle = fleet.handle
-    return folder, start_suite([handle.host(h) for h in fleet.hosts], folder)
+    hosts = [handle.host(h) for h in fleet.hosts]
+    return folder, start_suite(hosts, folder, open_early=not before_apply)
 
 
 def _drop_suite(early: tuple[Path, SuiteRun] | None, keep_in: Path | None = None) -> None:

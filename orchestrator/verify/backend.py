@@ -51,6 +51,8 @@ class _Registry:
         self.trace: list[tuple[str, float, str]] | None = None  # (host, seconds, command)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._opening: dict[str, threading.Thread] = {}
+        self._closed = False
 
     def session(self, name: str) -> Session:
         with self._lock:
@@ -100,24 +102,49 @@ class _Registry:
             self.trace.append((name, time.monotonic() - started, command))
         return out
 
-    def open_all(self, names: list[str]) -> None:
-        """Open the sessions of `names` side by side (connection and sudo are the slow part);
-        a host that fails is remembered with its error."""
-        threads = [threading.Thread(target=self._try, args=(n,)) for n in names]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    def start_opening(self, names: list[str]) -> None:
+        """Start opening the sessions of `names` side by side (connection and sudo are the
+        slow part), each in a thread of its own; `open_all` waits for them."""
+        for name in names:
+            if name not in self._opening and name not in self.sessions:
+                t = threading.Thread(
+                    target=self._try, args=(name, self.specs[name].host), daemon=True
+                )
+                self._opening[name] = t
+                t.start()
 
-    def _try(self, name: str) -> None:
+    def open_all(self, names: list[str]) -> None:
+        """Open the sessions of `names` (those `start_opening` began are waited for); a host
+        that fails is remembered with its error."""
+        self.start_opening(names)
+        for name in names:
+            self._opening[name].join()
+
+    def keep(self, names: set[str]) -> None:
+        """Forget every host but `names`: their sessions are closed (one still opening is
+        closed once open), their errors dropped: they get no result."""
+        with self._lock:
+            gone = [n for n in self.specs if n not in names]
+            for name in gone:
+                del self.specs[name]
+                self.failed.pop(name, None)
+            dropped = [self.sessions.pop(n) for n in gone if n in self.sessions]
+        for session in dropped:
+            session.close()
+
+    def _try(self, name: str, host: InventoryHost) -> None:
         try:
-            session = open_session(self.specs[name].host)
+            session = open_session(host)
         except HostError as exc:
             with self._lock:
-                self.failed[name] = exc
+                if name in self.specs:
+                    self.failed[name] = exc
             return
         with self._lock:
-            self.sessions[name] = session
+            if name in self.specs and not self._closed:
+                self.sessions[name] = session
+                return
+        session.close()  # a host left out, or the suite has ended, meanwhile
 
     def close_all(self) -> None:
         with self._lock:
@@ -125,7 +152,7 @@ class _Registry:
         if pool is not None:  # what no test asked for is not started; what runs, ends first
             pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
-            sessions, self.sessions = list(self.sessions.values()), {}
+            sessions, self.sessions, self._closed = list(self.sessions.values()), {}, True
         for s in sessions:
             s.close()
 

@@ -191,10 +191,16 @@ class SuiteRun:
 
 
 def start_suite(
-    hosts: Sequence[InventoryHost], workdir: Path, processes: int | None = None
+    hosts: Sequence[InventoryHost],
+    workdir: Path,
+    processes: int | None = None,
+    *,
+    open_early: bool = False,
 ) -> SuiteRun:
     """Start the suite's pytest processes for `hosts` (see `run_suite`); `SuiteRun.finish`
-    says which of them to verify."""
+    says which of them to verify. `open_early`: each process opens its hosts' sessions as
+    soon as it starts, while the caller detects and plans (`provision verify`: seconds
+    before the checks); not before an apply, which may take minutes and reboot a host."""
     workdir.mkdir(parents=True, exist_ok=True)
     by_name = {h.name: h for h in hosts}
     count = processes if processes is not None else processes_for(len(hosts))
@@ -228,7 +234,10 @@ def start_suite(
                     )
             finally:
                 os.close(read_end)
-            _send(shard, {"hosts": {n: _spec(by_name[n]) for n in names}})
+            first: dict[str, Any] = {"hosts": {n: _spec(by_name[n]) for n in names}}
+            if open_early:
+                first["open"] = True
+            _send(shard, first)
     except BaseException:
         run.cancel()
         raise

@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+import pytest
+
 from orchestrator.session import Output
 from orchestrator.verify import backend
 
@@ -65,3 +67,40 @@ def test_what_no_check_asked_is_not_started_after_the_suite() -> None:
     registry.close_all()
     assert sessions["b"].ran in ([], ["uname -r"])  # started before the end, or cancelled
     assert registry.sessions == {}
+
+
+def test_sessions_opened_early_are_kept_for_the_hosts_kept_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`start_opening` (provision verify: while it detects), then `keep`: a left-out host's
+    session is closed, also one that finishes opening after `keep`; its error is dropped."""
+    from orchestrator.errors import HostError
+
+    closed: list[str] = []
+    slow = threading.Event()
+
+    class _Opened(_Recording):
+        def close(self) -> None:
+            closed.append(self.name)
+
+    def open_session(host: str) -> _Opened:
+        if host == "late":
+            assert slow.wait(10)
+        if host == "down":
+            raise HostError("unreachable", host=host)
+        return _Opened(host)
+
+    monkeypatch.setattr(backend, "open_session", open_session)
+    registry = backend._Registry()
+    for n in ("kept", "left", "late", "down"):
+        registry.specs[n] = backend.HostSpec(n)  # type: ignore[arg-type]  # a name suffices
+    registry.start_opening(sorted(registry.specs))
+    registry.open_all(["down", "kept", "left"])
+    assert set(registry.sessions) == {"kept", "left"} and set(registry.failed) == {"down"}
+    registry.keep({"kept"})
+    assert closed == ["left"] and registry.failed == {} and set(registry.specs) == {"kept"}
+    slow.set()
+    registry._opening["late"].join(5)
+    assert sorted(closed) == ["late", "left"] and set(registry.sessions) == {"kept"}
+    registry.close_all()
+    assert sorted(closed) == ["kept", "late", "left"]

@@ -118,3 +118,27 @@ def test_the_plan_reaches_the_suite_over_its_pipe(tmp_path: Path) -> None:
     assert any(not_planned in r.diagnosis for r in bare)
     dcgm = [r for r in planned if "dcgm" in r.name]
     assert dcgm and not any(not_planned in r.diagnosis for r in dcgm)
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
+def test_sessions_opened_early_for_a_host_left_out_leave_no_result(tmp_path: Path) -> None:
+    """`provision verify` has the sessions opened while it detects: a host that detection
+    then leaves out (here: nothing listens on its port) gets no result, not a failed one."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(
+        "[gpu_nodes]\n"
+        "here ansible_connection=local\n"
+        f"gone ansible_host=127.0.0.1 ansible_port={port} "
+        f"ansible_ssh_common_args='-o UserKnownHostsFile={known}'\n"
+    )
+    hosts = list(load_inventory(inv).hosts)
+    suite = start_suite(hosts, tmp_path / "verify", processes=1, open_early=True)
+    run = suite.finish(["here"])
+    assert set(run.results) == {"here"}
+    assert {"verify.gpu_count_matches_detection"} <= {r.name for r in run.results["here"]}
+    assert not (tmp_path / "verify" / "verify-failed-0.json").read_text("utf-8").strip("{}")

@@ -4,10 +4,11 @@
 Transport: under `provision verify` (orchestrator/verify/runner.py) the hosts are named
 `gpuprov://NAME` and reached through orchestrator/verify/backend.py: one session per host
 (one `ssh`, one sudo, its password answered once on the channel when sudo asks) for all of its
-checks, the sessions opened side by side before the first test. How to reach each host and its
-variables come from the runner over an inherited pipe ($GPUPROV_VERIFY_FD, read once here:
-never the environment, a file or a command line, since they hold the become password); the
-suite needs no ansible-inventory then. A host whose session cannot be opened (unreachable, a
+checks, the sessions opened side by side before the first test (`provision verify`: as soon
+as the process has its hosts, while the runner detects and plans). How to reach each host and
+its variables come from the runner over an inherited pipe ($GPUPROV_VERIFY_FD, read once
+here: never the environment, a file or a command line, since they hold the become password);
+the suite needs no ansible-inventory then. A host whose session cannot be opened (unreachable, a
 host key, sudo) gets no tests: its one-line error goes to --gpuprov-failed for the runner.
 
 Used directly (`--hosts=ansible://...`, `local://`), testinfra's own backends run the checks.
@@ -66,7 +67,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if fd:
         pipe = os.fdopen(int(fd), "rb")
         config.stash[_PIPE] = pipe
-        backend.REGISTRY.specs.update(_host_specs(json.loads(pipe.readline() or b"{}")))
+        first = json.loads(pipe.readline() or b"{}")
+        backend.REGISTRY.specs.update(_host_specs(first))
+        if first.get("open"):  # provision verify: the sessions open while it detects
+            backend.REGISTRY.start_opening(sorted(backend.REGISTRY.specs))
     if os.environ.get(TRACE):
         backend.REGISTRY.trace = []
 
@@ -99,9 +103,7 @@ def pytest_collection_modifyitems(
             config.stash[_PLAN] = read_plan_document(Path(word["plan"]))
         except BadInputError as e:
             raise pytest.UsageError(str(e)) from e
-    wanted = set(word.get("keep") or ())
-    for host in [n for n in registry.specs if n not in wanted]:
-        del registry.specs[host]
+    registry.keep(set(word.get("keep") or ()))
     registry.open_all(sorted(registry.specs))
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
