@@ -26,6 +26,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -352,10 +353,69 @@ def _run_openssh(host: InventoryHost, connect_timeout: float, timeout: float, re
     return done.stdout
 
 
-def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float, record: bool) -> str:
+# One parse of each known-hosts file per version of it, for all the hosts of a run (and the
+# runs after it in this process). paramiko's own load checks every line against the lines
+# before it (O(lines^2)), and it ran once per connection: 500 fleet hosts with a 500-line
+# file took detect_hosts() 57.8 CPU-s, 4.1 with one parse (docs/benchmarks.md).
+_KNOWN_FILES: dict[tuple[str, int, int, int], Any] = {}
+_KNOWN_LOCK = threading.Lock()
+
+
+def _known_file(path: str) -> Any | None:
+    """paramiko's HostKeys of one file (None: no such file); an unreadable file raises the
+    reason as ValueError for each host that reads it."""
     import paramiko
-    from fabric import Connection
     from paramiko.hostkeys import InvalidHostKey
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    version = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+    with _KNOWN_LOCK:
+        known = _KNOWN_FILES.get(version)
+        if known is None:
+            known = paramiko.HostKeys()
+            try:
+                known.load(path)
+            except (OSError, paramiko.SSHException, InvalidHostKey, ValueError) as exc:
+                known = ValueError(str(exc) or type(exc).__name__)
+            for stale in [v for v in _KNOWN_FILES if v[0] == path]:
+                del _KNOWN_FILES[stale]
+            _KNOWN_FILES[version] = known
+    if isinstance(known, ValueError):
+        raise known
+    return known
+
+
+def _trust_known_keys(host: InventoryHost, address: str, port: int, into: Any) -> None:
+    """The keys the inventory's known-hosts files hold for the host, added to `into` (the
+    client's HostKeys) under the name paramiko's connect looks up: `address`, or
+    `[address]:port` off port 22 (as Fabric resolved them: ~/.ssh/config's HostName and
+    Port count); the first key of each type in file order, as paramiko's load of all the
+    files gives them (its connect prefers the first type listed)."""
+    name = address if port == 22 else f"[{address}]:{port}"
+    seen: set[str] = set()
+    for path in host.known_hosts:
+        try:
+            known = _known_file(path)
+        except ValueError as exc:
+            raise HostError(
+                f"known-hosts file {path} cannot be read: {exc}",
+                host=host.name,
+                fix=f"fix or remove the broken line in {path}",
+            ) from exc
+        found = known.lookup(name) if known is not None else None
+        if found is None:
+            continue
+        for keytype in found:
+            if keytype not in seen:
+                seen.add(keytype)
+                into.add(name, keytype, found[keytype])
+
+
+def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float, record: bool) -> str:
+    from fabric import Connection
 
     connect_kwargs: dict[str, Any] = {}
     if host.key_file:
@@ -376,16 +436,7 @@ def _run_ssh(host: InventoryHost, connect_timeout: float, timeout: float, record
         return _run_openssh(host, connect_timeout, timeout, record)
     # Fabric accepts unknown keys by default (AutoAddPolicy): gpuprov never does.
     conn.client.set_missing_host_key_policy(_reject_unknown())
-    for path in host.known_hosts:
-        if os.path.isfile(path):
-            try:
-                conn.client.load_system_host_keys(path)
-            except (OSError, paramiko.SSHException, InvalidHostKey, ValueError) as exc:
-                raise HostError(
-                    f"known-hosts file {path} cannot be read: {exc}",
-                    host=host.name,
-                    fix=f"fix or remove the broken line in {path}",
-                ) from exc
+    _trust_known_keys(host, conn.host, conn.port, conn.client.get_host_keys())
     try:
         conn.open()
         command = " ".join(probe_command(host, record=record))
