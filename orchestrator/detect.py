@@ -24,6 +24,7 @@ import logging
 import os
 import shlex
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -362,7 +363,7 @@ _KNOWN_LOCK = threading.Lock()
 
 
 def _known_file(path: str) -> Any | None:
-    """paramiko's HostKeys of one file (None: no such file); an unreadable file raises the
+    """paramiko's HostKeys of one file (None: no such regular file); an unreadable file raises the
     reason as ValueError for each host that reads it."""
     import paramiko
     from paramiko.hostkeys import InvalidHostKey
@@ -370,6 +371,8 @@ def _known_file(path: str) -> Any | None:
     try:
         st = os.stat(path)
     except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):  # as before: only a regular file is read
         return None
     version = (path, st.st_ino, st.st_size, st.st_mtime_ns)
     with _KNOWN_LOCK:

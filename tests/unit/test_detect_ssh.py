@@ -161,10 +161,8 @@ def test_each_known_hosts_file_is_parsed_once_for_all_hosts(
 ) -> None:
     # paramiko's load compares each line with the lines before it: once per host, a
     # 500-line file cost 500 hosts 58 CPU-s of detection, 4 without (docs/benchmarks.md)
-    others = "".join(
-        f"10.9.{i // 250}.{i % 250} {k.get_name()} {k.get_base64()}\n"
-        for i, k in enumerate([paramiko.ECDSAKey.generate()] * 40)
-    )
+    other = paramiko.ECDSAKey.generate()
+    others = "".join(f"10.9.0.{i} {other.get_name()} {other.get_base64()}\n" for i in range(40))
     known = tmp_path / "known_hosts"
     right = sshd.host_key
     known.write_text(f"{others}[127.0.0.1]:{sshd.port} {right.get_name()} {right.get_base64()}\n")
@@ -180,6 +178,17 @@ def test_each_known_hosts_file_is_parsed_once_for_all_hosts(
     result = detect_hosts(load_inventory(_inventory(tmp_path, sshd, known, extra)), progress=False)
     assert [h.ok for h in result.hosts] == [True, True, True], result.failed
     assert loads.count(str(known)) == 1, loads
+
+
+def test_a_known_hosts_path_that_is_a_directory_is_not_read(
+    tmp_path: Path, sshd: SshServer
+) -> None:
+    folder = tmp_path / "known_hosts.d"
+    folder.mkdir()
+    error = detect_hosts(load_inventory(_inventory(tmp_path, sshd, folder)), progress=False).failed[
+        "node-1"
+    ]
+    assert "unknown" in error.message and "cannot be read" not in error.message, error.message
 
 
 def test_a_known_hosts_file_changed_since_the_last_run_is_read_again(
