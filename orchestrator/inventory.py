@@ -417,7 +417,17 @@ def _manager(paths: Sequence[Path], vault: VaultOptions) -> tuple[Any, Any, Any]
         ) from exc
     finally:
         C.INVENTORY_ANY_UNPARSED_IS_FAILED = saved
-    return loader, manager, VariableManager(loader=loader, inventory=manager)
+    # The variables as before gathering facts: not Ansible's fact cache (ansible.cfg's
+    # fact_caching), whose entries come and go with playbook runs and their timeout. Read, a
+    # value templated from a fact would resolve only while an entry is fresh, and what is
+    # derived from the variables (the converged-skip's input digest) would change with it.
+    saved_cache = C.CACHE_PLUGIN
+    C.CACHE_PLUGIN = "memory"  # an empty cache of this manager's own (the builtin)
+    try:
+        variables = VariableManager(loader=loader, inventory=manager)
+    finally:
+        C.CACHE_PLUGIN = saved_cache
+    return loader, manager, variables
 
 
 def load_inventory(

@@ -199,3 +199,34 @@ def test_shipped_example_inventory() -> None:
     node = inv.hosts[0]
     assert node.user == "ubuntu" and node.key_file is not None
     assert "mig_configs" in node.vars  # inventory/group_vars/all.yml is read
+
+
+def test_variables_are_read_without_the_fact_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh fact-cache entry (as every playbook run leaves one, ansible.cfg's jsonfile cache)
+    does not resolve a variable templated from a fact: the variables are those before facts are
+    gathered, the same whether the entry is fresh or expired (the converged-skip digest)."""
+    import ansible.constants as C
+    from ansible.plugins.loader import cache_loader
+
+    cache = tmp_path / "facts"
+    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN_CONNECTION", str(cache))
+    monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN_TIMEOUT", "3600")
+    monkeypatch.setattr(C, "CACHE_PLUGIN", "jsonfile")
+    writer = cache_loader.get("jsonfile")
+    writer.set("gpu-01", {"ansible_distribution": "Debian", "ansible_kernel": "6.1.0-18-amd64"})
+    assert list(cache.iterdir()), "the test's cache entry was written"
+    path = tmp_path / "hosts.ini"
+    path.write_text(
+        "[gpu_nodes]\ngpu-01 ansible_host=10.0.0.11\n\n[gpu_nodes:vars]\n"
+        "nvidia_driver_cuda_repo_url=http://repo/{{ ansible_facts['distribution'] | lower }}/\n"
+        "gpuprov_kernel_seen={{ ansible_kernel }}\n"
+    )
+    (host,) = load_inventory(path).hosts
+    assert host.vars["nvidia_driver_cuda_repo_url"] == (
+        "http://repo/{{ ansible_facts['distribution'] | lower }}/"
+    )
+    assert host.vars["gpuprov_kernel_seen"] == "{{ ansible_kernel }}"
+    assert "ansible_distribution" not in host.vars
+    assert C.CACHE_PLUGIN == "jsonfile"  # the setting is left as it was
