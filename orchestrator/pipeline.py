@@ -16,8 +16,10 @@ import datetime as dt
 import functools
 import importlib
 import json
+import os
 import re
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -298,12 +300,38 @@ def _start_suite(
     root = apply_mod.artifacts_root(opts.artifacts_dir)
     if before_apply:
         root.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix=".verify-", dir=root))
+        _sweep_suite_folders(root)
+        folder = Path(tempfile.mkdtemp(prefix=f".verify-{os.getpid()}-{_HOST}-", dir=root))
     else:
         folder = apply_mod.new_run_dir(root)
     handle = fleet.handle
     hosts = [handle.host(h) for h in fleet.hosts]
     return folder, start_suite(hosts, folder, open_early=not before_apply)
+
+
+# `.verify-<pid>-<this machine>-<mkdtemp's 8 characters>`: whose folder it is, so that a later
+# run can tell the folder of a process that is gone (SIGKILL: no cleanup ran) from one in use.
+_HOST = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "localhost"
+_SUITE_FOLDER = re.compile(r"\.verify-(\d+)-(.+)-[a-z0-9_]{8}")
+
+
+def _sweep_suite_folders(root: Path) -> None:
+    """Remove the `.verify-*` folders under `root` that processes of this machine left behind
+    when they were killed before cleaning up (their process is gone). Another machine's (a
+    shared artifacts folder), a live process's and an unnamed one are left alone."""
+    for folder in root.glob(".verify-*"):
+        named = _SUITE_FOLDER.fullmatch(folder.name)
+        if named is None or named.group(2) != _HOST or not folder.is_dir():
+            continue
+        pid = int(named.group(1))
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:  # alive, another user's
+            continue
 
 
 def _drop_suite(early: tuple[Path, SuiteRun] | None, keep_in: Path | None = None) -> None:

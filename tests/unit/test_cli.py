@@ -313,6 +313,56 @@ def test_bad_input_after_the_suite_started_ends_it_and_leaves_nothing(
     assert all(s.proc is not None and s.proc.poll() is not None for s in suite._shards)
 
 
+def test_a_killed_runs_suite_folder_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    """SIGKILL leaves a `.verify-*` folder (no cleanup runs): the next run removes the folders
+    whose process is gone, and leaves a live process's, another machine's and unnamed ones."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    host = pipeline._HOST
+    killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        names = {
+            "gone": f".verify-{killed.pid}-{host}-abcd_123",
+            "live": f".verify-{live.pid}-{host}-abcd_124",
+            "mine": f".verify-{os.getpid()}-{host}-abcd_125",
+            "other machine": f".verify-{killed.pid}-not{host}-abcd_126",
+            "unnamed": ".verify-k2j3h4g5",
+        }
+        for name in names.values():
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "verify-0.log").write_text("x")
+        pipeline._sweep_suite_folders(tmp_path)
+        left = {what for what, name in names.items() if (tmp_path / name).is_dir()}
+        assert left == {"live", "mine", "other machine", "unnamed"}
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_the_suite_folder_before_an_apply_names_its_process(
+    local_fleet: dict[str, Path], tmp_path: Path
+) -> None:
+    import os
+
+    fleet = pipeline._load_inventory(str(local_fleet["inventory"]), None)
+    opts = pipeline.StageOptions(artifacts_dir=str(tmp_path / "artifacts"))
+    early = pipeline._start_suite(fleet, opts, before_apply=True)
+    assert early is not None
+    try:
+        named = pipeline._SUITE_FOLDER.fullmatch(early[0].name)
+        assert named is not None
+        assert (int(named.group(1)), named.group(2)) == (os.getpid(), pipeline._HOST)
+    finally:
+        pipeline._drop_suite(early)
+    assert not early[0].exists()
+
+
 def test_detect_save_then_plan_offline_on_this_machine(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
