@@ -57,21 +57,36 @@ def skipped(report: dict[str, Any]) -> str:
     return f"{sum(lines)} role(s) skipped as converged"
 
 
-def row(what: str, args: list[str], inventory: str, runs: int) -> str:
+def settle(limit: float | None, most: float = 300.0) -> float:
+    """Wait until the 1-minute load average is at or below `limit` (at most `most` seconds);
+    the load average when the wait ended."""
+    deadline = time.monotonic() + most
+    while limit is not None and os.getloadavg()[0] > limit and time.monotonic() < deadline:
+        time.sleep(2)
+    return os.getloadavg()[0]
+
+
+def row(what: str, args: list[str], inventory: str, runs: int, limit: float | None) -> str:
     walls: list[float] = []
     spans: dict[str, list[float]] = {}
     last: dict[str, Any] = {}
+    before: list[float] = []
     for _ in range(runs):
+        before.append(settle(limit))
         seconds, last = run(inventory, *args)
         walls.append(seconds)
         for name, s in stages(last).items():
             spans.setdefault(name, []).append(s)
     load = os.getloadavg()[0]
-    cells = ", ".join(f"{n} {statistics.median(v):.1f}" for n, v in spans.items())
+    cells = ", ".join(f"{n} {statistics.median(v):.2f}" for n, v in spans.items())
+    runs_at = ", ".join(f"{w:.2f} s at {b:.2f}" for w, b in zip(walls, before, strict=True))
+    over = [b for b in before if limit is not None and b > limit]
+    waited = f"; {len(over)} run(s) started above --settle {limit}" if over else ""
     return (
-        f"| {what} | median {statistics.median(walls):.1f} s (min {min(walls):.1f}, max "
-        f"{max(walls):.1f}; {runs} runs) | stages (median s): {cells}; {skipped(last)}; "
-        f"load avg {load:.1f} | `provision {' '.join(args)} --inventory INV --json` |"
+        f"| {what} | median {statistics.median(walls):.2f} s (min {min(walls):.2f}, max "
+        f"{max(walls):.2f}; {runs} runs) | stages (median s): {cells}; {skipped(last)}; "
+        f"load avg before each run (1 min): {runs_at}{waited}; after the last {load:.2f} "
+        f"| `provision {' '.join(args)} --inventory INV --json` |"
     )
 
 
@@ -80,15 +95,22 @@ def main() -> int:
     parser.add_argument("--inventory", required=True, help="a converged lab's inventory.ini")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--full", action="store_true", help="also time `apply --full`")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        metavar="LOAD",
+        help="start each run once the 1-minute load average is at or below LOAD",
+    )
     args = parser.parse_args()
     # warm-up: records written where the code or the plan moved since the last run
     hosts = len(run(args.inventory, "apply", noop=False)[1]["hosts"])
     print(f"| what ({hosts} lab hosts) | wall time | detail | command |")
     print("|---|---|---|---|")
-    print(row("no-op pipeline", [], args.inventory, args.runs))
-    print(row("no-op apply", ["apply"], args.inventory, args.runs))
+    print(row("no-op pipeline", [], args.inventory, args.runs, args.settle))
+    print(row("no-op apply", ["apply"], args.inventory, args.runs, args.settle))
     if args.full:
-        print(row("apply --full (every role walked)", ["apply", "--full"], args.inventory, 1))
+        full = ["apply", "--full"]
+        print(row("apply --full (every role walked)", full, args.inventory, 1, args.settle))
     return 0
 
 
