@@ -53,6 +53,8 @@ class _Registry:
         self._pool: ThreadPoolExecutor | None = None
         self._opening: dict[str, threading.Thread] = {}
         self._closed = False
+        self._opened = 0  # sessions ever added: a command is spread again when it grew
+        self._spread: dict[str, int] = {}  # command -> self._opened when it was last spread
 
     def session(self, name: str) -> Session:
         with self._lock:
@@ -61,6 +63,7 @@ class _Registry:
             if name not in self.sessions:
                 try:
                     self.sessions[name] = open_session(self.specs[name].host)
+                    self._opened += 1
                 except HostError as exc:
                     self.failed[name] = exc
                     raise
@@ -75,12 +78,16 @@ class _Registry:
         is asked the same questions, one host after the other (pytest runs a module's tests
         for one host, then for the next), so each host's answers are ready or under way when
         its turn comes, and the hosts' commands overlap instead of adding up. A command
-        another host's checks never ask costs that host's time only: the suite only reads."""
+        another host's checks never ask costs that host's time only: the suite only reads.
+        It is spread once, and again only to sessions opened since: walking every host on
+        every read made a process's reads grow with the square of its hosts."""
         with self._lock:
             wanted = self._submit(name, command)
-            for other in self.sessions:
-                if other != name:
-                    self._submit(other, command)
+            if self._spread.get(command) != self._opened:
+                self._spread[command] = self._opened
+                for other in self.sessions:
+                    if other != name:
+                        self._submit(other, command)
         return wanted.result()
 
     def _submit(self, name: str, command: str) -> Future[Output]:
@@ -143,6 +150,7 @@ class _Registry:
         with self._lock:
             if name in self.specs and not self._closed:
                 self.sessions[name] = session
+                self._opened += 1
                 return
         session.close()  # a host left out, or the suite has ended, meanwhile
 

@@ -104,3 +104,55 @@ def test_sessions_opened_early_are_kept_for_the_hosts_kept_only(
     assert sorted(closed) == ["late", "left"] and set(registry.sessions) == {"kept"}
     registry.close_all()
     assert sorted(closed) == ["kept", "late", "left"]
+
+
+def test_reads_grow_with_the_hosts_not_with_their_square(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each host reads each command once: a command is spread to the other hosts once (and to
+    sessions opened since), not again on every read. 300 hosts x 4 commands: the old walk of
+    every host on every read made 360,000 submissions; now 2 per read at most."""
+    names = [f"h{i:03d}" for i in range(300)]
+    registry, sessions = _registry(names)
+    for s in sessions.values():
+        s.release.set()
+    submitted = 0
+    submit = registry._submit
+
+    def counted(name: str, command: str) -> object:
+        nonlocal submitted
+        submitted += 1
+        return submit(name, command)
+
+    monkeypatch.setattr(registry, "_submit", counted)
+    commands = ["uname -r", "dkms status", "nvidia-smi -L", "cat /proc/modules"]
+    try:
+        for name in names:
+            for command in commands:
+                assert registry.read(name, command).stdout == f"{name}:{command}".encode()
+        assert submitted <= 2 * len(names) * len(commands)
+        assert all(sorted(s.ran) == sorted(commands) for s in sessions.values())
+    finally:
+        registry.close_all()
+
+
+def test_a_session_opened_later_gets_a_command_spread_before_it_opened(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    opened: dict[str, _Recording] = {}
+
+    def open_session(host: str) -> _Recording:
+        opened[host] = _Recording(host)
+        return opened[host]
+
+    monkeypatch.setattr(backend, "open_session", open_session)
+    registry, sessions = _registry(["a"])
+    registry.specs["late"] = backend.HostSpec("late")  # type: ignore[arg-type]
+    sessions["a"].release.set()
+    try:
+        registry.read("a", "uname -r")  # spread to the open sessions: "late" is not open yet
+        registry.session("late")  # opened now (as a test of "late" would open it)
+        opened["late"].release.set()
+        registry.read("a", "uname -r")  # asked again: the new session gets it too
+        assert opened["late"].started.wait(5) and opened["late"].ran == ["uname -r"]
+        assert sessions["a"].ran == ["uname -r"]
+    finally:
+        registry.close_all()
