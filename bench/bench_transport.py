@@ -14,7 +14,11 @@ getrusage):
     read from its --report (the report's `timings`).
 ansible.cfg as shipped (pipelining, ControlPersist: Ansible reuses warm SSH connections, gpuprov
 opens new ones). Prints a Markdown table (median, min, max of --repeat rounds after one warm-up
-round) with the 1-minute load average before and after, and optionally writes JSON.
+round) with the 1-minute load average before and after, and optionally writes JSON. With
+`--settle LOAD`, each command starts only once the 1-minute load average is at or below LOAD
+(at most 300 s of waiting), and each row gives the load its runs started at: the commands are
+compared at the same low load rather than in the load the previous one left (Ansible's
+ControlPersist masters may then have expired between its runs, as they do between a user's).
 
     .venv/bin/python bench/bench_transport.py -i .lab/scale/inventory.ini --repeat 5 \
         --json transport.json
@@ -57,6 +61,15 @@ def timed(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[float
         tail = (done.stdout + done.stderr).strip().splitlines()[-8:]
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n" + "\n".join(tail))
     return wall, _children_cpu() - cpu, done.returncode
+
+
+def settle(limit: float | None, most: float = 300.0) -> float:
+    """Wait until the 1-minute load average is at or below `limit` (at most `most` seconds);
+    the load average when the wait ended."""
+    deadline = time.monotonic() + most
+    while limit is not None and os.getloadavg()[0] > limit and time.monotonic() < deadline:
+        time.sleep(2)
+    return os.getloadavg()[0]
 
 
 def stage_spans(report: Path) -> dict[str, float]:
@@ -108,6 +121,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--skip", default="", help="comma-separated row names to leave out")
     p.add_argument("--json", type=Path, help="also write the raw timings here")
+    p.add_argument(
+        "--settle",
+        type=float,
+        metavar="LOAD",
+        help="start each command once the 1-minute load average is at or below LOAD",
+    )
     args = p.parse_args(argv)
     from orchestrator.inventory import load_inventory
 
@@ -124,10 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for argv in rows.values():  # warm-up: caches, ControlPersist masters
             timed(argv, env)
         results: dict[str, list[tuple[float, float, int]]] = {k: [] for k in rows}
+        started_at: dict[str, list[float]] = {k: [] for k in rows}
         spans: list[dict[str, float]] = []
         load = [os.getloadavg()[0]]
         for _ in range(args.repeat):
             for name, argv in rows.items():
+                started_at[name].append(settle(args.settle))
                 results[name].append(timed(argv, env))
                 if name == "provision (no-op)":
                     spans.append(stage_spans(work / "noop.json"))
@@ -136,16 +157,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{len(hosts)} hosts ({', '.join(hosts)}), {args.repeat} rounds; load avg (1 min) "
         f"{min(load):.1f}-{max(load):.1f} (per round: {', '.join(f'{x:.1f}' for x in load)})",
         "",
-        "| command | wall s: median (min-max) | CPU s: median (min-max) | exit |",
-        "|---|---|---|---|",
+        "| command | wall s: median (min-max) | CPU s: median (min-max) | exit "
+        "| load at start (1 min) |",
+        "|---|---|---|---|---|",
     ]
     for name, runs in results.items():
         wall = [r[0] for r in runs]
         cpu = [r[1] for r in runs]
+        at = started_at[name]
         lines.append(
             f"| `{name}` | {statistics.median(wall):.2f} ({min(wall):.2f}-{max(wall):.2f}) "
             f"| {statistics.median(cpu):.2f} ({min(cpu):.2f}-{max(cpu):.2f}) "
-            f"| {','.join(sorted({str(r[2]) for r in runs}))} |"
+            f"| {','.join(sorted({str(r[2]) for r in runs}))} | {min(at):.2f}-{max(at):.2f} |"
         )
     if spans:
         lines += ["", "No-op `provision`, each stage's span over the hosts (s), per round:"]
@@ -154,7 +177,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             lines.append(f"- {stage}: {', '.join(f'{v:.2f}' for v in values)}")
     print("\n".join(lines))
     if args.json:
-        data = {"hosts": hosts, "load": load, "results": results, "noop_stages": spans}
+        data = {
+            "hosts": hosts,
+            "load": load,
+            "results": results,
+            "load_at_start": started_at,
+            "noop_stages": spans,
+        }
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     return 0
 
