@@ -79,15 +79,22 @@ def _lab_up(lab: str, count: int, profile: str, os_name: str) -> Path:
     return inventory
 
 
+def wait_for_load(limit: float | None, most: float = 300.0) -> float:
+    """Wait until this machine's 1-minute load average is at or below `limit` (None: no
+    wait), at most `most` seconds; the load average when the wait ended."""
+    deadline = time.monotonic() + most
+    while limit is not None and os.getloadavg()[0] > limit and time.monotonic() < deadline:
+        time.sleep(2)
+    return os.getloadavg()[0]
+
+
 def _settle(inventory: Path, quiet_load: float = 1.5, longest_s: float = 90) -> None:
     """Let new hosts finish booting (`systemctl is-system-running --wait`) and this machine
     calm down, so that a row does not time the tail of `lab up`."""
     argv = [*_tool("ansible", "ansible.cli.adhoc"), "all", "-i", str(inventory), "-f", "50"]
     argv += ["-m", "ansible.builtin.command", "-a", "systemctl is-system-running --wait"]
     subprocess.run(argv, cwd=ROOT, capture_output=True, check=False)  # degraded is fine too
-    deadline = time.monotonic() + longest_s
-    while os.getloadavg()[0] > quiet_load and time.monotonic() < deadline:
-        time.sleep(5)
+    wait_for_load(quiet_load, longest_s)
 
 
 def measure(inventory: Path, count: int, repeat: int) -> Row:

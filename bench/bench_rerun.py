@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_detect import wait_for_load  # bench/ is this script's first path entry
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -57,22 +59,13 @@ def skipped(report: dict[str, Any]) -> str:
     return f"{sum(lines)} role(s) skipped as converged"
 
 
-def settle(limit: float | None, most: float = 300.0) -> float:
-    """Wait until the 1-minute load average is at or below `limit` (at most `most` seconds);
-    the load average when the wait ended."""
-    deadline = time.monotonic() + most
-    while limit is not None and os.getloadavg()[0] > limit and time.monotonic() < deadline:
-        time.sleep(2)
-    return os.getloadavg()[0]
-
-
 def row(what: str, args: list[str], inventory: str, runs: int, limit: float | None) -> str:
     walls: list[float] = []
     spans: dict[str, list[float]] = {}
     last: dict[str, Any] = {}
     before: list[float] = []
     for _ in range(runs):
-        before.append(settle(limit))
+        before.append(wait_for_load(limit))
         seconds, last = run(inventory, *args)
         walls.append(seconds)
         for name, s in stages(last).items():

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_detect import _tool  # noqa: E402
+from bench_detect import _tool, wait_for_load  # noqa: E402
 
 
 def _children_cpu() -> float:
@@ -61,15 +61,6 @@ def timed(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[float
         tail = (done.stdout + done.stderr).strip().splitlines()[-8:]
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n" + "\n".join(tail))
     return wall, _children_cpu() - cpu, done.returncode
-
-
-def settle(limit: float | None, most: float = 300.0) -> float:
-    """Wait until the 1-minute load average is at or below `limit` (at most `most` seconds);
-    the load average when the wait ended."""
-    deadline = time.monotonic() + most
-    while limit is not None and os.getloadavg()[0] > limit and time.monotonic() < deadline:
-        time.sleep(2)
-    return os.getloadavg()[0]
 
 
 def stage_spans(report: Path) -> dict[str, float]:
@@ -148,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         load = [os.getloadavg()[0]]
         for _ in range(args.repeat):
             for name, argv in rows.items():
-                started_at[name].append(settle(args.settle))
+                started_at[name].append(wait_for_load(args.settle))
                 results[name].append(timed(argv, env))
                 if name == "provision (no-op)":
                     spans.append(stage_spans(work / "noop.json"))

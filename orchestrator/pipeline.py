@@ -321,17 +321,14 @@ def _sweep_suite_folders(root: Path) -> None:
     shared artifacts folder), a live process's and an unnamed one are left alone."""
     for folder in root.glob(".verify-*"):
         named = _SUITE_FOLDER.fullmatch(folder.name)
-        if named is None or named.group(2) != _HOST or not folder.is_dir():
-            continue
-        pid = int(named.group(1))
-        if pid == os.getpid():
+        if named is None or named.group(2) != _HOST:
             continue
         try:
-            os.kill(pid, 0)
+            os.kill(int(named.group(1)), 0)  # signal 0: only asks whether it exists
         except ProcessLookupError:
             shutil.rmtree(folder, ignore_errors=True)
         except OSError:  # alive, another user's
-            continue
+            pass
 
 
 def _drop_suite(early: tuple[Path, SuiteRun] | None, keep_in: Path | None = None) -> None:

@@ -4,6 +4,9 @@ local-connection hosts whose facts come from the real fixture."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -316,11 +319,6 @@ def test_bad_input_after_the_suite_started_ends_it_and_leaves_nothing(
 def test_a_killed_runs_suite_folder_is_removed_by_the_next_run(tmp_path: Path) -> None:
     """SIGKILL leaves a `.verify-*` folder (no cleanup runs): the next run removes the folders
     whose process is gone, and leaves a live process's, another machine's and unnamed ones."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
     host = pipeline._HOST
     killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     killed.send_signal(signal.SIGKILL)
@@ -348,8 +346,6 @@ def test_a_killed_runs_suite_folder_is_removed_by_the_next_run(tmp_path: Path) -
 def test_the_suite_folder_before_an_apply_names_its_process(
     local_fleet: dict[str, Path], tmp_path: Path
 ) -> None:
-    import os
-
     fleet = pipeline._load_inventory(str(local_fleet["inventory"]), None)
     opts = pipeline.StageOptions(artifacts_dir=str(tmp_path / "artifacts"))
     early = pipeline._start_suite(fleet, opts, before_apply=True)
