@@ -246,7 +246,6 @@ def run_loaded(host: Host, argv: Sequence[str], driver: Driver) -> Result:
         targets = _select(all_gpus, o.get("-i", o.get("--id")))
     except LookupError:
         return Result("", "No devices were found\n", 6)
-    fabric = fabric_state(host.profile, host.state, host.paths)
     if args.words[:1] == ["topo"]:
         return (
             Result(smi_links.topo(all_gpus, host.profile)) if "-m" in o else Result("", BAD_ARGS, 2)
@@ -299,6 +298,8 @@ def run_loaded(host: Host, argv: Sequence[str], driver: Driver) -> Result:
         except jobs.QueryError as exc:
             return Result("", f"{exc}\n", 2)
     if "-q" in o or "--query" in o:
+        # only -q shows the fabric (a `systemctl is-active` on NVSwitch profiles)
+        fabric = fabric_state(host.profile, host.state, host.paths)
         if "-x" in o or "--xml-format" in o:
             return Result(smi_full.xml(targets, driver, fabric))
         display = [
