@@ -47,6 +47,31 @@ ExecStart=/opt/gpusim/boot
 WantedBy=sysinit.target
 """
 
+# Speed only (tests/lab/gpusim/gpusim/smiserver.py says why): the simulated nvidia-smi hands
+# each call to one server that has the simulator imported; without it a call runs by itself.
+GPUSIM_SMI_SOCKET = """\
+[Unit]
+Description=GPU simulator's nvidia-smi server socket (gpuprov lab: simulated GPUs)
+ConditionPathExists=/etc/gpusim/profile.yaml
+ConditionPathExists=/opt/gpusim/bin/gpusim
+
+[Socket]
+ListenStream=/run/gpusim/smi.sock
+SocketMode=0600
+
+[Install]
+WantedBy=sockets.target
+"""
+
+GPUSIM_SMI_SERVICE = """\
+[Unit]
+Description=GPU simulator's nvidia-smi server (gpuprov lab: simulated GPUs)
+Requires=gpusim-smi.socket
+
+[Service]
+ExecStart=/opt/gpusim/bin/gpusim smi-server
+"""
+
 # A container shares the kernel's boot id, so ansible.builtin.reboot would never see a
 # reboot finish; give every boot of a test host its own id, as a real reboot would.
 BOOT_ID_UNIT = """\
@@ -116,6 +141,8 @@ class Recipe:
             "etc/apt/sources.list.d/debian.sources": sources,
             "etc/ssh/sshd_config.d/gpuprov-lab.conf": SSHD_CONFIG,
             "etc/systemd/system/gpusim-boot.service": GPUSIM_UNIT,
+            "etc/systemd/system/gpusim-smi.socket": GPUSIM_SMI_SOCKET,
+            "etc/systemd/system/gpusim-smi.service": GPUSIM_SMI_SERVICE,
             "etc/systemd/system/gpuprov-boot-id.service": BOOT_ID_UNIT,
             # Empty: systemd makes a machine id per host at its first boot.
             "etc/machine-id": "",
@@ -129,6 +156,9 @@ class Recipe:
         return {
             f"{wants}/gpusim-boot.service": "/etc/systemd/system/gpusim-boot.service",
             f"{wants}/gpuprov-boot-id.service": "/etc/systemd/system/gpuprov-boot-id.service",
+            "etc/systemd/system/sockets.target.wants/gpusim-smi.socket": (
+                "/etc/systemd/system/gpusim-smi.socket"
+            ),
         }
 
     @property

@@ -57,3 +57,21 @@ def test_fault_knob_changes_sysfs_and_back(lab: RunningLab, host: str) -> None:
 
 def test_simulated_marker_is_present(lab: RunningLab, host: str) -> None:
     assert "p5.48xlarge" in run(lab, host, "cat /etc/gpusim/profile.yaml")
+
+
+def test_nvidia_smi_calls_go_to_the_socket_activated_server(lab: RunningLab, host: str) -> None:
+    """gpusim-smi.socket (the image) serves nvidia-smi without a Python import per call, and a
+    served call answers as a standalone one (GPUSIM_SMI_SOCKET pointing nowhere)."""
+    assert run(lab, host, "systemctl is-active gpusim-smi.socket").strip() == "active"
+    smi = "/opt/gpusim/bin/nvidia-smi"
+    for args in ("-L", "--query-gpu=index,name,pci.bus_id --format=csv", "topo -m", "--bogus"):
+        served = lab.ssh(host, f"{smi} {args}")
+        alone = lab.ssh(host, f"GPUSIM_SMI_SOCKET=/nonexistent {smi} {args}")
+        assert (served.returncode, served.stdout, served.stderr) == (
+            alone.returncode,
+            alone.stdout,
+            alone.stderr,
+        ), args
+    traced = lab.ssh(host, f"python3 -S -X importtime {smi} -L")
+    assert "_socket" in traced.stderr and "gpusim.smi_cli" not in traced.stderr
+    assert run(lab, host, "systemctl is-active gpusim-smi.service").strip() == "active"

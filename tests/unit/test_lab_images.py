@@ -117,6 +117,14 @@ def test_write_tree_strips_host_keys_and_enables_boot_hooks(
     unit = (root / "etc/systemd/system/gpusim-boot.service").read_text()
     assert "ExecStart=/opt/gpusim/boot" in unit
     assert "ConditionPathExists=/opt/gpusim/boot" in unit
+    sockets = root / "etc/systemd/system/sockets.target.wants"
+    assert (sockets / "gpusim-smi.socket").readlink() == Path(
+        "/etc/systemd/system/gpusim-smi.socket"
+    )
+    socket_unit = (root / "etc/systemd/system/gpusim-smi.socket").read_text()
+    assert "ListenStream=/run/gpusim/smi.sock" in socket_unit and "SocketMode=0600" in socket_unit
+    service = (root / "etc/systemd/system/gpusim-smi.service").read_text()
+    assert "ExecStart=/opt/gpusim/bin/gpusim smi-server" in service
     sshd = (root / "etc/ssh/sshd_config.d/gpuprov-lab.conf").read_text()
     assert "PasswordAuthentication no" in sshd
 

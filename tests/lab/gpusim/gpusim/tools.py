@@ -161,6 +161,7 @@ def _parser() -> argparse.ArgumentParser:
     kern.add_argument("--from-apt", action="store_true")
     sub.add_parser("sync", help="show/hide nvidia-smi after package changes (dpkg hook)")
     sub.add_parser("boot", help="what boot does")
+    sub.add_parser("smi-server", help="answer nvidia-smi calls (gpusim-smi.socket starts it)")
     efa_fault = sub.add_parser("efa", help="turn a simulated EFA fault on or off")
     efa_fault.add_argument("name", choices=efa.FAULTS)
     efa_fault.add_argument("switch", choices=["on", "off"])
@@ -177,6 +178,10 @@ def gpusim(argv: Sequence[str]) -> int:
     paths = Paths.from_env()
     if args.command == "boot":
         return boot_mod.main()
+    if args.command == "smi-server":
+        from gpusim import smiserver
+
+        return smiserver.main()
     if args.command == "sync":
         boot_mod.sync_smi(paths)
         return 0
