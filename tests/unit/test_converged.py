@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -93,6 +94,38 @@ def test_state_lines_of_files_packages_units_modules(tmp_path: Path) -> None:
         "pkg no-such-package-here missing -",
         "module none0 missing",
     ]
+
+
+def _dpkg_alone(name: str) -> str:
+    """A package's state line as the probe printed it with one dpkg-query per package."""
+    fmt = "${db:Status-Status} ${Version} ${db:Status-Want}"
+    out = subprocess.run(
+        ["dpkg-query", "-W", f"-f={fmt}", "--", name], capture_output=True, text=True
+    ).stdout
+    if not out.startswith("installed "):
+        return f"pkg {name} missing -"
+    return f"pkg {name} {out.removeprefix('installed ')}"
+
+
+@pytest.mark.skipif(not shutil.which("dpkg-query"), reason="needs this machine's dpkg database")
+def test_packages_in_one_dpkg_query_read_as_one_query_each() -> None:
+    arch = subprocess.run(
+        ["dpkg", "--print-architecture"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    # installed, Multi-Arch: same (libc6), NAME:ARCH, missing, a pattern, a name twice
+    names = ["dpkg", "libc6", f"libc6:{arch}", "no-such-package-here", "dpkg*", "bash", "bash"]
+    script = Path(cv.paths.PACKAGE / "probe.sh")
+    done = subprocess.run(  # -x: the trace names each dpkg-query run
+        ["sh", "-x", str(script), "converged-state", *(f"pkg {n}" for n in names), "file /none"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.splitlines() == [*(_dpkg_alone(n) for n in names), "file /none missing"]
+    assert done.stdout.count(" missing -") == 1  # the others are installed here
+    # one query for the plain names, one each for the two it cannot stand for
+    runs = [t for t in done.stderr.splitlines() if t.lstrip("+ ").startswith("dpkg-query -W")]
+    assert len(runs) == 3, runs
 
 
 def _record(role: str, state: list[str], digest: str = "d" * 64) -> str:
