@@ -19,9 +19,12 @@ round) with the 1-minute load average before and after, and optionally writes JS
 (at most 300 s of waiting), and each row gives the load its runs started at: the commands are
 compared at the same low load rather than in the load the previous one left (Ansible's
 ControlPersist masters may then have expired between its runs, as they do between a user's).
+With `--containers NAME,...` (the lab hosts' Docker containers: `docker ps`), each row also
+gives the CPU the command cost on those hosts, from their cgroups (cgroup v1 `cpuacct.usage` or
+v2 `cpu.stat`): on lab hosts that share this machine's cores, their work is part of the wall.
 
     .venv/bin/python bench/bench_transport.py -i .lab/scale/inventory.ini --repeat 5 \
-        --json transport.json
+        --containers scale-deb12-1,scale-deb12-2 --json transport.json
 """
 
 from __future__ import annotations
@@ -61,6 +64,43 @@ def timed(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[float
         tail = (done.stdout + done.stderr).strip().splitlines()[-8:]
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n" + "\n".join(tail))
     return wall, _children_cpu() - cpu, done.returncode
+
+
+def cgroup_cpu_files(containers: Sequence[str]) -> list[Path]:
+    """Each container's CPU counter (cgroup v1 cpuacct.usage in ns, or v2 cpu.stat)."""
+    if not containers:
+        return []
+    done = subprocess.run(
+        ["docker", "inspect", "-f", "{{.Id}}", *containers], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"--containers: docker inspect: {done.stderr.strip()}")
+    files = []
+    for cid in done.stdout.split():
+        for candidate in (
+            Path(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage"),
+            Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat"),
+            Path(f"/sys/fs/cgroup/docker/{cid}/cpu.stat"),
+        ):
+            if candidate.exists():
+                files.append(candidate)
+                break
+        else:
+            raise SystemExit(f"--containers: no CPU counter found for container {cid[:12]}")
+    return files
+
+
+def cgroup_cpu(files: Sequence[Path]) -> float:
+    """CPU seconds the containers have used so far."""
+    total = 0.0
+    for f in files:
+        text = f.read_text()
+        if f.name == "cpuacct.usage":
+            total += int(text) / 1e9
+        else:
+            usage = dict(line.split() for line in text.splitlines() if line.strip())
+            total += int(usage["usage_usec"]) / 1e6
+    return total
 
 
 def stage_spans(report: Path) -> dict[str, float]:
@@ -118,6 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="LOAD",
         help="start each command once the 1-minute load average is at or below LOAD",
     )
+    p.add_argument(
+        "--containers",
+        default="",
+        help="comma-separated Docker containers of the hosts (lab): add each command's CPU on them",
+    )
     args = p.parse_args(argv)
     from orchestrator.inventory import load_inventory
 
@@ -128,19 +173,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    counters = cgroup_cpu_files([c.strip() for c in args.containers.split(",") if c.strip()])
     with tempfile.TemporaryDirectory(prefix="bench-transport-") as tmp:
         work = Path(tmp)
         rows = {k: v for k, v in commands(args.inventory, hosts, work).items() if k not in skip}
         for argv in rows.values():  # warm-up: caches, ControlPersist masters
             timed(argv, env)
         results: dict[str, list[tuple[float, float, int]]] = {k: [] for k in rows}
+        host_cpu: dict[str, list[float]] = {k: [] for k in rows}
         started_at: dict[str, list[float]] = {k: [] for k in rows}
         spans: list[dict[str, float]] = []
         load = [os.getloadavg()[0]]
         for _ in range(args.repeat):
             for name, argv in rows.items():
                 started_at[name].append(wait_for_load(args.settle))
+                before = cgroup_cpu(counters)
                 results[name].append(timed(argv, env))
+                host_cpu[name].append(cgroup_cpu(counters) - before)
                 if name == "provision (no-op)":
                     spans.append(stage_spans(work / "noop.json"))
             load.append(os.getloadavg()[0])
@@ -149,8 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{min(load):.1f}-{max(load):.1f} (per round: {', '.join(f'{x:.1f}' for x in load)})",
         "",
         "| command | wall s: median (min-max) | CPU s: median (min-max) | exit "
-        "| load at start (1 min) |",
-        "|---|---|---|---|---|",
+        "| load at start (1 min) |" + (" hosts' CPU s: median (min-max) |" if counters else ""),
+        "|---|---|---|---|---|" + ("---|" if counters else ""),
     ]
     for name, runs in results.items():
         wall = [r[0] for r in runs]
@@ -161,6 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"| {statistics.median(cpu):.2f} ({min(cpu):.2f}-{max(cpu):.2f}) "
             f"| {','.join(sorted({str(r[2]) for r in runs}))} | {min(at):.2f}-{max(at):.2f} |"
         )
+        if counters:
+            hc = host_cpu[name]
+            lines[-1] += f" {statistics.median(hc):.2f} ({min(hc):.2f}-{max(hc):.2f}) |"
     if spans:
         lines += ["", "No-op `provision`, each stage's span over the hosts (s), per round:"]
         for stage in spans[0]:
@@ -173,6 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "load": load,
             "results": results,
             "load_at_start": started_at,
+            "host_cpu": host_cpu if counters else None,
             "noop_stages": spans,
         }
         args.json.write_text(json.dumps(data, indent=2) + "\n")
