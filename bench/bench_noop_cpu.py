@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def _container_cpu_ns(names: list[str]) -> int:
+def container_cpu_ns(names: list[str]) -> int:
     """The containers' CPU time so far (cgroup v1 cpuacct or v2 cpu.stat), in nanoseconds."""
     total = 0
     for name in names:
@@ -78,12 +78,12 @@ def main() -> int:
     load = os.getloadavg()[0]
     for run in range(args.runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        host_before = _container_cpu_ns(hosts)
+        host_before = container_cpu_ns(hosts)
         start = time.monotonic()
         done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False)
         wall = time.monotonic() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        host_cpu = (_container_cpu_ns(hosts) - host_before) / 1e9
+        host_cpu = (container_cpu_ns(hosts) - host_before) / 1e9
         here = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         report = json.loads(done.stdout) if done.stdout.strip() else {"hosts": {}}
         changed = sum((r.get("apply") or {}).get("changed") or 0 for r in report["hosts"].values())

@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_detect import _tool, wait_for_load  # noqa: E402
+from bench_noop_cpu import container_cpu_ns  # noqa: E402
 
 
 def _children_cpu() -> float:
@@ -64,43 +65,6 @@ def timed(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[float
         tail = (done.stdout + done.stderr).strip().splitlines()[-8:]
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n" + "\n".join(tail))
     return wall, _children_cpu() - cpu, done.returncode
-
-
-def cgroup_cpu_files(containers: Sequence[str]) -> list[Path]:
-    """Each container's CPU counter (cgroup v1 cpuacct.usage in ns, or v2 cpu.stat)."""
-    if not containers:
-        return []
-    done = subprocess.run(
-        ["docker", "inspect", "-f", "{{.Id}}", *containers], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"--containers: docker inspect: {done.stderr.strip()}")
-    files = []
-    for cid in done.stdout.split():
-        for candidate in (
-            Path(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage"),
-            Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat"),
-            Path(f"/sys/fs/cgroup/docker/{cid}/cpu.stat"),
-        ):
-            if candidate.exists():
-                files.append(candidate)
-                break
-        else:
-            raise SystemExit(f"--containers: no CPU counter found for container {cid[:12]}")
-    return files
-
-
-def cgroup_cpu(files: Sequence[Path]) -> float:
-    """CPU seconds the containers have used so far."""
-    total = 0.0
-    for f in files:
-        text = f.read_text()
-        if f.name == "cpuacct.usage":
-            total += int(text) / 1e9
-        else:
-            usage = dict(line.split() for line in text.splitlines() if line.strip())
-            total += int(usage["usage_usec"]) / 1e6
-    return total
 
 
 def stage_spans(report: Path) -> dict[str, float]:
@@ -173,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    counters = cgroup_cpu_files([c.strip() for c in args.containers.split(",") if c.strip()])
+    containers = [c.strip() for c in args.containers.split(",") if c.strip()]
+    container_cpu_ns(containers)  # a name without a container or counter stops here (none: 0)
     with tempfile.TemporaryDirectory(prefix="bench-transport-") as tmp:
         work = Path(tmp)
         rows = {k: v for k, v in commands(args.inventory, hosts, work).items() if k not in skip}
@@ -187,9 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for _ in range(args.repeat):
             for name, argv in rows.items():
                 started_at[name].append(wait_for_load(args.settle))
-                before = cgroup_cpu(counters)
+                before = container_cpu_ns(containers)
                 results[name].append(timed(argv, env))
-                host_cpu[name].append(cgroup_cpu(counters) - before)
+                host_cpu[name].append((container_cpu_ns(containers) - before) / 1e9)
                 if name == "provision (no-op)":
                     spans.append(stage_spans(work / "noop.json"))
             load.append(os.getloadavg()[0])
@@ -198,8 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{min(load):.1f}-{max(load):.1f} (per round: {', '.join(f'{x:.1f}' for x in load)})",
         "",
         "| command | wall s: median (min-max) | CPU s: median (min-max) | exit "
-        "| load at start (1 min) |" + (" hosts' CPU s: median (min-max) |" if counters else ""),
-        "|---|---|---|---|---|" + ("---|" if counters else ""),
+        "| load at start (1 min) |" + (" hosts' CPU s: median (min-max) |" if containers else ""),
+        "|---|---|---|---|---|" + ("---|" if containers else ""),
     ]
     for name, runs in results.items():
         wall = [r[0] for r in runs]
@@ -210,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"| {statistics.median(cpu):.2f} ({min(cpu):.2f}-{max(cpu):.2f}) "
             f"| {','.join(sorted({str(r[2]) for r in runs}))} | {min(at):.2f}-{max(at):.2f} |"
         )
-        if counters:
+        if containers:
             hc = host_cpu[name]
             lines[-1] += f" {statistics.median(hc):.2f} ({min(hc):.2f}-{max(hc):.2f}) |"
     if spans:
@@ -225,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "load": load,
             "results": results,
             "load_at_start": started_at,
-            "host_cpu": host_cpu if counters else None,
+            "host_cpu": host_cpu if containers else None,
             "noop_stages": spans,
         }
         args.json.write_text(json.dumps(data, indent=2) + "\n")

@@ -244,12 +244,8 @@ converged_state() {
     if have dpkg-query; then
         for item in "$@"; do
             case $item in
-            pkg\ *)
-                case ${item#pkg } in
-                '' | -* | *[!abcdefghijklmnopqrstuvwxyz0123456789+.-]*) ;;
-                *) pkgs="$pkgs ${item#pkg }" ;;
-                esac
-                ;;
+            'pkg ' | 'pkg -'* | 'pkg '*[!abcdefghijklmnopqrstuvwxyz0123456789+.-]*) ;;
+            'pkg '*) pkgs="$pkgs ${item#pkg }" ;;
             esac
         done
         if [ -n "$pkgs" ]; then
@@ -273,7 +269,7 @@ converged_state() {
             fi
             ;;
         pkg)
-            if have dpkg-query && from_batch "$name"; then
+            if from_batch "$name"; then # a batch exists only where dpkg-query does
                 :
             elif have dpkg-query; then
                 # shellcheck disable=SC2016 # dpkg-query's format syntax
