@@ -380,8 +380,11 @@ def _plan(
     hostvars: Mapping[str, Mapping[str, object]],
     catalog: Catalog,
     origins: Mapping[str, Mapping[str, str]] | None = None,
+    *,
+    today: dt.date | None = None,
 ) -> tuple[dict[str, Policy], dict[str, HostPlan]]:
-    """Policies of every host first (all problems at once), then plans; both bad input."""
+    """Policies of every host first (all problems at once), then plans; both bad input.
+    `today`: the date of end-of-life warnings (None: today's)."""
     from .plan import plan_fleet
     from .policy import load_policies
 
@@ -391,7 +394,7 @@ def _plan(
             facts,
             policies,
             catalog,
-            today=dt.datetime.now(dt.UTC).date(),
+            today=today or dt.datetime.now(dt.UTC).date(),
             imex_nodes={h: hostvars.get(h, {}).get("nvidia_driver_imex_nodes") for h in facts},
         )
     return policies, plans
