@@ -64,11 +64,11 @@ python3 - "$res" <<'PY'
 import json, sys
 from orchestrator.catalog import default_catalog
 from orchestrator.parsers import parse_host
-from orchestrator.policy import Policy
+from orchestrator.policy import load_policy
 from orchestrator.probe import probe_script, split_output
 from orchestrator.validate.runner import SubprocessExecutor, payload_target
 raw = split_output("device", SubprocessExecutor()(probe_script(), timeout=120).stdout)
-t = payload_target(parse_host("device", raw), raw, default_catalog(), Policy(host="device"))
+t = payload_target(parse_host("device", raw), raw, default_catalog(), load_policy("device", {}))
 json.dump(t.spec, open(f"{sys.argv[1]}/spec.json", "w"), indent=1)
 spec = dict(t.spec, deadline_s=9)  # its own deadline far too short: what a hang leaves
 json.dump(spec, open(f"{sys.argv[1]}/spec-deadline.json", "w"), indent=1)

@@ -88,6 +88,11 @@ def _canonical(value: object) -> str:
 # version or branch differs from the loaded driver changes it (`_must_run`), and the record
 # holds the installed packages' versions and the loaded module's (its live state).
 NOT_DIGESTED = frozenset({"nvidia_driver_version"})
+# Left out of the digest when false: keys the plan always carries (issue 46:
+# the plan owns them, so an inventory value never reaches the role) but carried only when
+# true before. False is the role's default, the same role run as without the key, so a host
+# converged before keeps its digest.
+DIGESTED_WHEN_TRUE = frozenset({"nvidia_driver_nvlink5", "nvidia_driver_imex"})
 
 
 def input_digest(role: str, planned: Mapping[str, object], inventory: Mapping[str, object]) -> str:
@@ -97,7 +102,11 @@ def input_digest(role: str, planned: Mapping[str, object], inventory: Mapping[st
     body = {
         "schema": SCHEMA,
         "role": role,
-        "inputs": {k: v for k, v in inputs.items() if k not in NOT_DIGESTED},
+        "inputs": {
+            k: v
+            for k, v in inputs.items()
+            if k not in NOT_DIGESTED and not (k in DIGESTED_WHEN_TRUE and v is False)
+        },
         "code": code_digest(role),
     }
     return hashlib.sha256(_canonical(body).encode()).hexdigest()

@@ -1,7 +1,7 @@
 """The multi-node fabric's data (``fabric.yaml`` beside this module) and what a host's NICs
 are: EFA interfaces by their PCI ids, InfiniBand HCAs by their link layer (issue 30).
 
-Pure functions over HostFacts; the planner (fabricplan.py) and fabric health
+Pure functions over HostFacts; the planner (planners/fabric.py) and fabric health
 (validate/fabric.py) read these, never raw text.
 """
 

@@ -8,8 +8,9 @@ description) from ``roles/<role>/meta/argument_specs.yml``, the default from
 (``nvidia_driver_flavour: auto``...) come from ``knobs.yaml`` beside this module, written in
 the same form. :func:`read` reads values with ansible-core's ``ArgumentSpecValidator``, as
 the role's own argument validation does (``"false"``, ``"off"``, ``"8"``, ``"a,b"`` from an
-INI inventory), for the planner (policy.py), the typed plan (roleplans.py) and verify
-(verify/expect.py) alike; a bad value is one line naming the knob, the value and the fix.
+INI inventory), for the planner (policy.py), the planned role inputs
+(:func:`role_problems`) and verify (verify/expect.py) alike; a bad value is one line naming
+the knob, the value and the fix.
 The docs in ``inventory/group_vars/all.yml`` (:func:`render_group_vars`) read this table too.
 
 A variable named like a knob (``gpuprov_*`` or a role's prefix) that the table does not know
@@ -178,8 +179,20 @@ def read(
     return values, problems
 
 
+def role_problems(
+    table: KnobTable, role: str, variables: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """`variables` (a role's planned inputs over the inventory's) read as the role's own
+    argument_specs reads them when it starts (ansible-core's validator): the values it would
+    get, and every one it would refuse, one line each naming the role."""
+    knobs = tuple(table.role_knobs(role))
+    given = {k.name: variables[k.name] for k in knobs if k.name in variables}
+    values, problems = read(KnobTable({k.name: k for k in knobs}, {}, ()), given, planner=False)
+    return values, [f"role {role}: {p}" for p in problems]
+
+
 def bad_value(knob: Knob, value: object, why: str = "", expected: str = "") -> str:
-    """The one message of a bad knob value (policy, typed plan and verify print it alike)."""
+    """The one message of a bad knob value (policy, plan and verify print it alike)."""
     expected = expected or knob.expected
     detail = f" ({why})" if why else ""
     return (

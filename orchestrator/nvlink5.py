@@ -23,12 +23,10 @@ tests/recorded/reference/packages.yaml records as confirmed.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .catalog import GpuModel
-from .errors import PolicyError
 from .facts import MELLANOX_VENDOR, HostFacts
 
 # NVIDIA installs nvlsm and infiniband-diags only for branches >= 570 (packages.yaml
@@ -189,33 +187,6 @@ def _with_ports(
             "detection; the role waits for it and fails if it stays absent"
         )
     return plan
-
-
-def imex_nodes(host: str, value: object) -> tuple[str, ...]:
-    """`nvidia_driver_imex_nodes` as the role's argument_specs reads it (type list, elements
-    str; a comma-separated string is a list, as Ansible splits it), each an IP address (IMEX's
-    node configuration lists addresses). Anything else is bad input (exit 2)."""
-    if value is None or value == "":
-        return ()
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
-        raise PolicyError(
-            f"nvidia_driver_imex_nodes={value!r} is not a list of IP addresses",
-            host=host,
-            fix="set nvidia_driver_imex_nodes to a YAML list such as ['10.0.0.1', '10.0.0.2']",
-        )
-    nodes = tuple(str(i).strip() for i in items if str(i).strip())
-    for node in nodes:
-        try:
-            ipaddress.ip_address(node)
-        except ValueError:
-            raise PolicyError(
-                f"nvidia_driver_imex_nodes: {node!r} is not an IP address",
-                host=host,
-                fix="list the IP addresses (not host names) of the compute trays of this "
-                "NVLink domain in nvidia_driver_imex_nodes",
-            ) from None
-    return nodes
 
 
 def plan_imex(models: Sequence[GpuModel], nodes: Sequence[str]) -> ImexPlan | None:

@@ -240,8 +240,8 @@ def _validate_host(
 def _document_vars(
     hosts: Sequence[str], plans: Mapping[str, HostPlan]
 ) -> dict[str, dict[str, object]]:
-    """Each host's entry of the plan document: the planner's typed plan (roles, validation)."""
-    return {h: plans[h].typed.document_vars() for h in hosts}
+    """Each host's entry of the plan document: its roles' variables and validation plan."""
+    return {h: plans[h].document_vars() for h in hosts}
 
 
 def _verify_hosts(
@@ -395,7 +395,7 @@ def _plan(
             policies,
             catalog,
             today=today or dt.datetime.now(dt.UTC).date(),
-            imex_nodes={h: hostvars.get(h, {}).get("nvidia_driver_imex_nodes") for h in facts},
+            hostvars={h: hostvars.get(h, {}) for h in facts},
         )
     return policies, plans
 

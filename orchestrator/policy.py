@@ -15,22 +15,16 @@ before raising, so one run shows every mistake at once, before any host is touch
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any
 
 from .errors import PolicyError
 from .knobs import KnobTable, bad_value, default_table, read, unknown_knobs
 
 _TABLE = default_table()
-DEFAULT_ROLES: tuple[str, ...] = tuple(_TABLE.default("gpuprov_roles"))
-
-DriverSource = Literal["cuda", "distribution"]
-DriverFlavour = Literal["auto", "open", "proprietary"]
-RebootPolicy = Literal["allow", "forbid"]
-DockerSource = Literal["docker", "distribution"]
-ValidationRuntime = Literal["auto", "docker", "host"]
 
 
 class _Refused(ValueError):
@@ -89,6 +83,20 @@ def _cuda_major(value: str, raw: Any = None) -> str | None:
     return text
 
 
+def _ip_addresses(value: list[str], raw: Any) -> tuple[str, ...]:
+    """IMEX's node configuration lists the IP addresses of the NVLink domain's trays."""
+    nodes = tuple(str(v).strip() for v in value if str(v).strip())
+    for node in nodes:
+        try:
+            ipaddress.ip_address(node)
+        except ValueError:
+            raise _Refused(
+                f"a list of IP addresses ({node!r} is not an IP address: list the IP addresses, "
+                "not host names, of the compute trays of this NVLink domain)"
+            ) from None
+    return nodes
+
+
 # knob -> what the planner makes of its (validated) value; the rest is taken as read
 _RULES: Mapping[str, Callable[[Any, Any], Any]] = {
     "gpuprov_roles": lambda value, raw: tuple(value),
@@ -99,6 +107,7 @@ _RULES: Mapping[str, Callable[[Any, Any], Any]] = {
         r"\d{3}\.\d{2,3}\.\d{2}", 'a full driver version such as "580.159.04", or ""'
     ),
     "nvidia_driver_state_file": _absolute,
+    "nvidia_driver_imex_nodes": _ip_addresses,
     "nvidia_container_toolkit_cdi_spec": _absolute,
     "nvidia_container_toolkit_version": lambda value, raw: _automatic(value.strip()),
     "mig_layout": lambda value, raw: _automatic(value.strip()),
@@ -132,90 +141,22 @@ def decide(
     return values, problems
 
 
-# Policy's field -> the knob it holds
-FIELDS: Mapping[str, str] = {
-    "roles": "gpuprov_roles",
-    "driver_branch": "nvidia_driver_branch",
-    "driver_version": "nvidia_driver_version",
-    "driver_source": "nvidia_driver_source",
-    "driver_flavour": "nvidia_driver_flavour",
-    "driver_reboot": "nvidia_driver_reboot",
-    "driver_persistenced": "nvidia_driver_persistenced",
-    "driver_state_file": "nvidia_driver_state_file",
-    "toolkit_cdi_spec": "nvidia_container_toolkit_cdi_spec",
-    "docker_source": "docker_source",
-    "toolkit_version": "nvidia_container_toolkit_version",
-    "toolkit_default_runtime": "nvidia_container_toolkit_default_runtime",
-    "mig_layout": "mig_layout",
-    "mig_configs": "mig_configs",
-    "dcgm_version": "dcgm_version",
-    "dcgm_cuda_major": "dcgm_cuda_major",
-    "dcgm_exporter": "dcgm_exporter",
-    "dcgm_exporter_port": "dcgm_exporter_port",
-    "validation_nccl": "gpuprov_validation_nccl",
-    "validation_expected_gpus": "gpuprov_validation_expected_gpus",
-    "validation_runtime": "gpuprov_validation_runtime",
-    "cuda_version": "gpuprov_cuda_version",
-    "efa_version": "efa_installer_version",
-    "efa_gpudirect": "efa_gpudirect",
-    "infiniband_gpudirect": "infiniband_gpudirect",
-    "fabric_instance_type": "gpuprov_fabric_instance_type",
-    "fabric_expected_devices": "gpuprov_fabric_expected_devices",
-    "fabric_link_rate_gbps": "gpuprov_fabric_link_rate_gbps",
-    "fabric_infiniband_stack": "gpuprov_fabric_infiniband_stack",
-    "fabric_gdrcopy": "gpuprov_fabric_gdrcopy",
-}
-_DEFAULTS = decide(_TABLE, {})[0]
-
-
-def _default(name: str) -> Callable[[], Any]:
-    return lambda: _DEFAULTS[FIELDS[name]]
-
-
 @dataclass(frozen=True)
 class Policy:
+    """A host's knobs as the planner reads them, under their own names (the roles' variable
+    names, gpuprov's `gpuprov_*`): ``policy["nvidia_driver_branch"]``. `listed`: the inventory
+    (or -e) sets gpuprov_roles, so a role that joins by detection or a knob and is not in it
+    is left out."""
+
     host: str
-    roles: tuple[str, ...] = field(default_factory=_default("roles"))
-    # None: the planner picks (newest LTSB fitting all GPUs; the version's, when one is set)
-    driver_branch: int | None = field(default_factory=_default("driver_branch"))
-    # None: newest of the branch, then held
-    driver_version: str | None = field(default_factory=_default("driver_version"))
-    driver_source: DriverSource = field(default_factory=_default("driver_source"))
-    driver_flavour: DriverFlavour = field(default_factory=_default("driver_flavour"))
-    driver_reboot: RebootPolicy = field(default_factory=_default("driver_reboot"))
-    # role inputs the planner passes on as set (the plan's driver/toolkit records carry them)
-    driver_persistenced: bool = field(default_factory=_default("driver_persistenced"))
-    driver_state_file: str = field(default_factory=_default("driver_state_file"))
-    toolkit_cdi_spec: str = field(default_factory=_default("toolkit_cdi_spec"))
-    docker_source: DockerSource = field(default_factory=_default("docker_source"))
-    toolkit_version: str | None = field(default_factory=_default("toolkit_version"))
-    toolkit_default_runtime: bool = field(default_factory=_default("toolkit_default_runtime"))
-    # None: leave MIG alone; "disabled": tear MIG down
-    mig_layout: str | None = field(default_factory=_default("mig_layout"))
-    mig_configs: Mapping[str, object] = field(default_factory=_default("mig_configs"))
-    # DCGM (opt-in role): None = the newest DCGM 4 / the driver's CUDA major
-    dcgm_version: str | None = field(default_factory=_default("dcgm_version"))
-    dcgm_cuda_major: str | None = field(default_factory=_default("dcgm_cuda_major"))
-    dcgm_exporter: str = field(default_factory=_default("dcgm_exporter"))
-    dcgm_exporter_port: int = field(default_factory=_default("dcgm_exporter_port"))
-    # the multi-GPU NCCL all_reduce check is required
-    validation_nccl: bool = field(default_factory=_default("validation_nccl"))
-    # None: every GPU on the PCI bus
-    validation_expected_gpus: int | None = field(
-        default_factory=_default("validation_expected_gpus")
-    )
-    validation_runtime: ValidationRuntime = field(default_factory=_default("validation_runtime"))
-    # CUDA the workloads are built with ("12.8"): driver floor
-    cuda_version: str | None = field(default_factory=_default("cuda_version"))
-    # the multi-node fabric (issue 30; orchestrator/fabricplan.py, validate/fabric.py)
-    efa_version: str = field(default_factory=_default("efa_version"))
-    efa_gpudirect: str = field(default_factory=_default("efa_gpudirect"))  # auto|dmabuf|...
-    infiniband_gpudirect: str = field(default_factory=_default("infiniband_gpudirect"))
-    fabric_instance_type: str | None = field(default_factory=_default("fabric_instance_type"))
-    fabric_expected_devices: int | None = field(default_factory=_default("fabric_expected_devices"))
-    fabric_link_rate_gbps: int | None = field(default_factory=_default("fabric_link_rate_gbps"))
-    fabric_infiniband_stack: str = field(default_factory=_default("fabric_infiniband_stack"))
-    fabric_gdrcopy: bool = field(default_factory=_default("fabric_gdrcopy"))
+    values: Mapping[str, Any]
+    listed: bool = False
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def replace(self, **values: Any) -> Policy:
+        return replace(self, values={**self.values, **values})
 
 
 def _unknown(
@@ -240,8 +181,8 @@ def policy_problems(
     `origins`: where each variable was set ("file:line"), for the messages."""
     values, problems = decide(_TABLE, hostvars)
     problems[:0] = _unknown(hostvars, origins or {}, _TABLE)
-    policy = Policy(host=host, **{f: values[n] for f, n in FIELDS.items()})
-    version, branch = policy.driver_version, policy.driver_branch
+    policy = Policy(host, values, listed=hostvars.get("gpuprov_roles") is not None)
+    version, branch = policy["nvidia_driver_version"], policy["nvidia_driver_branch"]
     if version and branch and int(version.split(".")[0]) != branch:
         problems.append(
             f"nvidia_driver_version={version} is not a release of "
@@ -250,17 +191,25 @@ def policy_problems(
         )
     elif version and branch is None:
         try:  # the version alone names its branch
-            policy = replace(policy, driver_branch=_branch(version.split(".")[0]))
+            policy = policy.replace(nvidia_driver_branch=_branch(version.split(".")[0]))
         except _Refused:
             problems.append(
                 f"nvidia_driver_version={version} names no driver branch (its first number "
                 "should be three digits); fix: set a version such as 580.159.04"
             )
-    if policy.mig_layout not in (None, "disabled") and policy.mig_layout not in policy.mig_configs:
-        known = ", ".join(sorted(policy.mig_configs)) or "none defined"
+    layout, configs = policy["mig_layout"], policy["mig_configs"]
+    if layout not in (None, "disabled") and layout not in configs:
+        known = ", ".join(sorted(configs)) or "none defined"
         problems.append(
-            f"mig_layout={policy.mig_layout!r} is not a key of mig_configs ({known}); fix: "
+            f"mig_layout={layout!r} is not a key of mig_configs ({known}); fix: "
             'define it under mig_configs, or set mig_layout to "disabled" or ""'
+        )
+    if policy["nvidia_container_toolkit_default_runtime"] is True and (
+        "nvidia_container_toolkit" not in policy["gpuprov_roles"]
+    ):
+        problems.append(
+            "nvidia_container_toolkit_default_runtime=true but nvidia_container_toolkit is not "
+            "in gpuprov_roles; fix: add the role, or set the default runtime to false"
         )
     return policy, problems
 
@@ -276,7 +225,7 @@ def load_policy(
 
 
 def bad_policy(host: str, problems: list[str]) -> PolicyError:
-    """The one bad-input error of a host's knob values: the planner's, the typed plan's and
+    """The one bad-input error of a host's knob values: the planner's, the plan's and
     verify's readings raise it alike."""
     return PolicyError("bad policy:\n  " + "\n  ".join(problems), host=host)
 

@@ -414,8 +414,9 @@ def _plan_cell(plan: HostPlan | None) -> str:
         return "-"
     if plan.blocked:
         return "blocked: " + "; ".join(plan.blockers)
-    driver = plan.typed.driver
-    parts = [driver.summary if r.name == "nvidia_driver" and driver else r.name for r in plan.roles]
+    from .planners.driver import summary
+
+    parts = [summary(r) if r.name == "nvidia_driver" else r.name for r in plan.roles]
     return ", ".join(parts)
 
 

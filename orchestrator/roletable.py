@@ -28,6 +28,13 @@ class Role:
     depends_on: tuple[str, ...]  # roles whose state this one builds on
     default: bool  # in gpuprov_roles' default
     runs_with: str | None = None  # a helper role: runs in that role's turn (pre/post tasks)
+    planner: str | None = None  # "module:function" under orchestrator/planners/
+    joins: str = "listed"  # listed | detected | set:KNOB (roles.yaml's header)
+
+    @property
+    def joins_knob(self) -> str | None:
+        """The knob whose value makes the role join a host's plan (`set:KNOB`)."""
+        return self.joins.removeprefix("set:") if self.joins.startswith("set:") else None
 
 
 @dataclass(frozen=True)
@@ -71,9 +78,17 @@ def load_roles(path: Path = DATA) -> RoleTable:
             depends_on=tuple(body.get("depends_on") or ()),
             default=bool(body.get("default", False)),
             runs_with=body.get("runs_with"),
+            planner=body.get("planner"),
+            joins=str(body.get("joins", "listed")),
         )
         earlier = {r.name for r in rows}
         unknown = [d for d in (*role.depends_on, role.runs_with) if d and d not in earlier]
+        joins_ok = role.joins in ("listed", "detected") or bool(role.joins_knob)
+        if not joins_ok or (role.planner is not None and ":" not in role.planner):
+            raise CatalogError(
+                f"{path}: role {name}: joins {role.joins!r} / planner {role.planner!r}; fix: "
+                "joins is listed, detected or set:KNOB, a planner is MODULE:FUNCTION"
+            )
         if unknown or name in earlier or not role.prefix.startswith(name):
             raise CatalogError(
                 f"{path}: role {name}: a repeated name, a prefix not starting with the name, "

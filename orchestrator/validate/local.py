@@ -19,7 +19,7 @@ from pathlib import Path
 from ..catalog import default_catalog
 from ..factsdir import save_host
 from ..parsers import parse_host
-from ..policy import Policy
+from ..policy import load_policy
 from ..probe import probe_script, split_output
 from ..result import CheckResult, host_ok
 from .runner import SubprocessExecutor, validate_host
@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         facts,
         raw,
         catalog=default_catalog(),
-        policy=Policy(host=host, validation_expected_gpus=args.expected_gpus),
+        policy=load_policy(host, {"gpuprov_validation_expected_gpus": args.expected_gpus or 0}),
         execute=execute,
         runtime=args.runtime,
         image=args.image,

@@ -214,7 +214,7 @@ def payload_target(
     deadline_margin_s: int = 45,
 ) -> Target:
     model = gpu_model(facts, catalog)
-    expected = policy.validation_expected_gpus or len(facts.gpus) or len(facts.smi_gpus)
+    expected = policy["gpuprov_validation_expected_gpus"] or len(facts.gpus) or len(facts.smi_gpus)
     mig = _mig_devices(raw)
     topo = raw.get(names.SMI_TOPO)
     figures = nccl.floor_figures(model, expected, nvls)
@@ -238,7 +238,10 @@ def payload_target(
         "mig_devices": mig,
         "floors": floors,
         "allreduce": {
-            "enabled": policy.validation_nccl and expected > 1 and not mig and not nccl_tests,
+            "enabled": policy["gpuprov_validation_nccl"]
+            and expected > 1
+            and not mig
+            and not nccl_tests,
             "min_bytes": 1 << 20,
             "max_bytes": nccl.sweep_max_bytes(figures),
             "factor": 4,
@@ -289,7 +292,7 @@ def _has_nvlink(raw: Mapping[str, str]) -> bool:
 
 def choose_runtime(facts: HostFacts, policy: Policy, requested: str | None) -> Runtime:
     """--runtime, else policy; "auto": Docker where it runs with NVIDIA support, else host."""
-    wanted = requested or policy.validation_runtime
+    wanted = requested or policy["gpuprov_validation_runtime"]
     if wanted in ("docker", "host"):
         return "docker" if wanted == "docker" else "host"
     rt = facts.runtime
@@ -646,14 +649,16 @@ def _own_checks(
     """gpuprov's own checks: health, then the GPU payload where CUDA is."""
     limits = limits or load_limits()
     health = run_health(
-        health_input(facts, catalog, expected_gpus=policy.validation_expected_gpus, limits=limits)
+        health_input(
+            facts, catalog, expected_gpus=policy["gpuprov_validation_expected_gpus"], limits=limits
+        )
     )
     health += run_fabric(  # EFA / InfiniBand hosts only (validate/fabric.py)
         fabric_input(
             facts,
-            expected_devices=policy.fabric_expected_devices,
-            instance_type=policy.fabric_instance_type,
-            link_rate_gbps=policy.fabric_link_rate_gbps,
+            expected_devices=policy["gpuprov_fabric_expected_devices"],
+            instance_type=policy["gpuprov_fabric_instance_type"],
+            link_rate_gbps=policy["gpuprov_fabric_link_rate_gbps"],
         )
     )
     bad = [r.label for r in health if r.status == "fail"]
@@ -689,7 +694,7 @@ def _own_checks(
         timeout_s=limits.payload_timeout_s,
         pull_timeout_s=limits.image_pull_timeout_s,
     )
-    if use_nccl_tests and target.ranks > 1 and policy.validation_nccl:
+    if use_nccl_tests and target.ranks > 1 and policy["gpuprov_validation_nccl"]:
         results += run_nccl_tests(
             execute, target, catalog, host=facts.host, timeout_s=limits.payload_timeout_s
         )

@@ -1,12 +1,13 @@
 """What a host should look like, derived from its plan and inventory variables (pure).
 
-With a plan (the host's entry of the plan document the host was applied with), every planned
-value comes from the typed plan that entry is read into once (orchestrator/roleplans.py: the
-records the planner built, the MIG layouts parsed and checked there). Without one, the
-inventory is read as the planner reads it (orchestrator/policy.py: ansible-core's argument
-spec validation, then the planner's rules), and what the planner would decide (an unset
-version, flavour ``auto``, the fabric manager) is unknown. Every value a variable leaves
-unset is the default of the knob table (orchestrator/knobs.py); none is copied here."""
+With a plan (the host's entry of the plan document the host was applied with, over its
+inventory variables), every planned value is read as the roles read it (orchestrator/knobs.py:
+ansible-core's argument spec validation of the roles' own specs, then the planner's rules of
+orchestrator/policy.py), under the roles' own names; the MIG layouts are parsed and checked
+once (orchestrator/planners/mig.py). Without one, the inventory is read as the planner reads
+it, and what the planner would decide (an unset version, flavour ``auto``, the fabric
+manager) is unknown. Every value a variable leaves unset is the default of the knob table;
+none is copied here."""
 
 from __future__ import annotations
 
@@ -16,12 +17,21 @@ from typing import Any
 
 from ..catalog import branch_of
 from ..knobs import default_table
+from ..planners.mig import MigPlan
 from ..policy import bad_policy, decide
-from ..roleplans import DcgmPlan, MigPlan, TypedPlan
 
 # Docker's own configuration file (dockerd reads it there; the docker role merges into it).
 DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
-_DEFAULTS_OF = ("nvidia_driver", "nvidia_container_toolkit")  # fields of roles left unplanned
+
+
+@dataclass(frozen=True)
+class DcgmExpectation:
+    """The dcgm role's planned inputs, as the DCGM checks read them."""
+
+    version: str | None  # None: the newest DCGM 4, then held
+    cuda_major: int  # the -cuda<N> flavour (0: not decided)
+    exporter: str  # none | host | container
+    exporter_port: int
 
 
 @dataclass(frozen=True)
@@ -41,7 +51,7 @@ class Expectation:
     mig_layout: str | None  # name of the selected layout; None when MIG is not planned
     mig_configs: Mapping[str, Any] | None
     mig: MigPlan | None = None  # the layouts, parsed once (None: MIG not planned)
-    dcgm: DcgmPlan | None = None  # DCGM (None: not planned; cuda_major 0: not decided)
+    dcgm: DcgmExpectation | None = None  # DCGM (None: not planned)
 
     def has_role(self, role: str) -> bool:
         return role in self.roles
@@ -51,38 +61,49 @@ def expectation_from_vars(
     host: str, variables: Mapping[str, Any], *, planned: bool = False
 ) -> Expectation:
     """Build the expectation for one host from its merged inventory + plan variables;
-    `planned`: they hold the host's plan-document entry, whose typed plan then decides."""
+    `planned`: they hold the host's plan-document entry, which then decides."""
     if planned:
-        return expectation_from_plan(TypedPlan.from_vars(host, variables))
+        return _from_plan(host, variables)
     return _from_inventory(host, variables)
 
 
-def expectation_from_plan(plan: TypedPlan) -> Expectation:
-    """Every expected value from the typed plan (a role it leaves out: the role's defaults,
-    never checked)."""
-    driver, toolkit = plan.driver, plan.toolkit
-    if driver is None or toolkit is None:
-        unplanned = TypedPlan.from_vars(plan.host, {"gpuprov_roles": list(_DEFAULTS_OF)})
-        driver, toolkit = driver or unplanned.driver, toolkit or unplanned.toolkit
-    assert driver is not None and toolkit is not None
-
+def _from_plan(host: str, variables: Mapping[str, Any]) -> Expectation:
+    """Every expected value from the plan's variables, read as the roles read them (a role the
+    plan leaves out: its inputs are never checked)."""
+    v, problems = decide(default_table(), variables, planner=False)
+    if "nvidia_driver" in v["gpuprov_roles"] and v["nvidia_driver_branch"] is None:
+        problems.append('nvidia_driver_branch="" in the plan is not a branch number')
+    if problems:
+        raise bad_policy(host, problems)
+    roles = v["gpuprov_roles"]
+    layout = (v["mig_layout"] or "disabled") if "mig" in roles else None
     return Expectation(
-        host=plan.host,
-        roles=plan.roles,
-        driver_branch=driver.branch,
-        driver_version=driver.version,
-        driver_flavour=driver.flavour,
-        fabricmanager=driver.fabricmanager,
-        persistenced=driver.persistenced,
-        driver_state_file=driver.state_file,
-        toolkit_version=toolkit.version,
-        cdi_spec=toolkit.cdi_spec,
+        host=host,
+        roles=roles,
+        driver_branch=v["nvidia_driver_branch"],
+        driver_version=v["nvidia_driver_version"],
+        driver_flavour=v["nvidia_driver_flavour"],
+        fabricmanager=v["nvidia_driver_fabricmanager"],
+        persistenced=v["nvidia_driver_persistenced"],
+        driver_state_file=v["nvidia_driver_state_file"],
+        toolkit_version=v["nvidia_container_toolkit_version"],
+        cdi_spec=v["nvidia_container_toolkit_cdi_spec"],
         daemon_json=DOCKER_DAEMON_JSON,
-        gpu_count=plan.validation.expected_gpus,
-        mig_layout=plan.mig.layout if plan.mig else None,
-        mig_configs=plan.mig.configs if plan.mig else None,
-        mig=plan.mig,
-        dcgm=plan.dcgm,
+        gpu_count=v["gpuprov_validation_expected_gpus"],
+        mig_layout=layout,
+        mig_configs=v["mig_configs"] if layout is not None else None,
+        mig=MigPlan.parse(layout, v["mig_configs"], host) if layout is not None else None,
+        dcgm=_dcgm(v) if "dcgm" in roles else None,
+    )
+
+
+def _dcgm(v: Mapping[str, Any]) -> DcgmExpectation:
+    major = str(v["dcgm_cuda_major"] or "").strip()
+    return DcgmExpectation(
+        v["dcgm_version"] or None,
+        int(major) if major.isdigit() else 0,
+        v["dcgm_exporter"],
+        v["dcgm_exporter_port"],
     )
 
 
@@ -114,16 +135,7 @@ def _from_inventory(host: str, variables: Mapping[str, Any]) -> Expectation:
         mig_layout=layout,
         mig_configs=configs if layout is not None else None,
         mig=MigPlan.parse(layout, configs, host) if layout is not None else None,
-        dcgm=(
-            DcgmPlan(
-                values["dcgm_version"],
-                int(values["dcgm_cuda_major"] or 0),
-                values["dcgm_exporter"],
-                values["dcgm_exporter_port"],
-            )
-            if "dcgm" in values["gpuprov_roles"]
-            else None
-        ),
+        dcgm=_dcgm(values) if "dcgm" in values["gpuprov_roles"] else None,
     )
 
 

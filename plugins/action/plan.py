@@ -2,7 +2,7 @@
 
 Runs gpuprov.nvidia.gpu_probe (the probe of `provision detect`) on the host, then, on the
 controller, the very code `provision plan` runs: orchestrator.parsers, policy (from the host's
-inventory variables) and the planner, which builds the typed role plans. Returns the host's
+inventory variables) and the planner, which plans each role's variables. Returns the host's
 plan-document entry under `vars` (what `provision apply` passes as -e @plan.json), the ordered
 roles with their reasons, and the warnings; a host the planner blocks, or bad policy, fails
 here, before any role runs. The planner is the collection's own orchestrator package
@@ -54,13 +54,13 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 policy,
                 default_catalog(),
                 today=dt.datetime.now(dt.UTC).date(),
-                imex_nodes_value=own.get("nvidia_driver_imex_nodes"),
+                hostvars=policy_vars,
             )
         except GpuprovError as exc:
             return {**result, "failed": True, "msg": str(exc)}
         result.update(
             changed=False,
-            vars=plan.typed.document_vars(),
+            vars=plan.document_vars(),
             roles=[{"name": r.name, "reason": r.reason, "change": r.change} for r in plan.roles],
             plan_warnings=list(plan.warnings),
             gpus=plan.gpu_summary,

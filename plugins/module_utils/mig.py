@@ -22,7 +22,7 @@ For the planner (orchestrator.plan), per host whose policy sets `mig_layout`:
     gpus = gpus_from_smi(parse_lgip(..), parse_lgipp(..), models)   # facts hold -lgip/-lgipp
         # or, before a driver is there: [gpu_from_catalog(i, catalog.gpu(dev), dev) ...]
     layouts = validate_layout(host, MigPlan.parse(layout, configs, host).parsed,
-                              policy.mig_layout, gpus)   # orchestrator.roleplans.MigPlan
+                              policy.mig_layout, gpus)   # orchestrator.planners.mig.MigPlan
 
 before any change; it raises `MigLayoutError` (exit 2) naming host, GPU, profile and what
 would fit. The catalog knows placements for the H200 only, so for other models the planner

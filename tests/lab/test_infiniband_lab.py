@@ -31,7 +31,7 @@ pytestmark = pytest.mark.lab
 
 PROFILE = "hgx-h100-ib"
 BIN = Path(sys.executable).parent
-STACK = {"gpuprov_fabric_infiniband_stack": "distribution"}
+STACK = {"infiniband_stack": "distribution"}
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from orchestrator.lab import hosts
 from orchestrator.lab.images import ensure, recipe_for
 from orchestrator.lab.running import RunningLab, attach
 from orchestrator.parsers import parse_host
-from orchestrator.policy import Policy
+from orchestrator.policy import load_policy
 from orchestrator.probe import probe_script, split_output
 from orchestrator.result import SIMULATED, CheckResult
 from orchestrator.validate import runner
@@ -80,7 +80,7 @@ def h200_target() -> runner.Target:
     real = Path(__file__).resolve().parents[2] / "tests/recorded/fixtures/real"
     raw = dict(load_host(real / "h200x2-ubuntu2404-580"))
     facts = parse_host("here", raw)
-    return runner.payload_target(facts, raw, CATALOG, Policy(host="here"))
+    return runner.payload_target(facts, raw, CATALOG, load_policy("here", {}))
 
 
 def test_docker_gpus_all_without_toolkit_gets_the_toolkit_diagnosis(payload_image: str) -> None:
@@ -269,7 +269,7 @@ def _validate(vlab: RunningLab, host: str) -> dict[str, CheckResult]:
         facts,
         raw,
         catalog=CATALOG,
-        policy=Policy(host=host, validation_expected_gpus=P5_GPUS),
+        policy=load_policy(host, {"gpuprov_validation_expected_gpus": P5_GPUS}),
         execute=_executor(vlab, host),
     )
     return {r.label: r for r in results}

@@ -11,7 +11,7 @@ URLs, the Debian 12 host's pinned driver), so that on the session lab, already c
 there by `provision`, the converge is a no-op and only the comparison costs time.
 
 For each of two runs: before it, the plan document `provision apply` would pass for the same
-inventory (orchestrator.pipeline: detect over SSH, policy, planner, typed plan); after it,
+inventory (orchestrator.pipeline: detect over SSH, policy, planners, plan document); after it,
 the variables every host holds (dumped by a play after site.yml) must equal that document,
 and the roles that ran on each host must be exactly its planned roles. The second run must
 report changed=0 on every host. Run alone (a fresh lab), the first run is the whole converge

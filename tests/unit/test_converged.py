@@ -298,14 +298,14 @@ def test_the_plan_after_the_first_converge_has_the_same_digests() -> None:
     from orchestrator.factsdir import load_host
     from orchestrator.parsers import parse_host
     from orchestrator.plan import plan_host
-    from orchestrator.policy import Policy
+    from orchestrator.policy import load_policy
 
     root = Path(__file__).resolve().parents[2]
     before = parse_host("h", load_host(root / "tests/unit/fixtures_derived/h200x2-nodriver"))
     after = parse_host("h", load_host(root / "tests/recorded/fixtures/real/h200x2-ubuntu2404-580"))
     catalog = default_catalog()
-    plans = [plan_host(f, Policy("h"), catalog) for f in (before, after)]
-    docs = [p.typed.document_vars() for p in plans]
+    plans = [plan_host(f, load_policy("h", {}), catalog) for f in (before, after)]
+    docs = [p.document_vars() for p in plans]
     assert docs[0]["nvidia_driver_version"] != docs[1]["nvidia_driver_version"]  # "" -> loaded
     roles = [r.name for r in plans[1].roles]
     assert cv.plan_digests(roles, docs[0], {}) == cv.plan_digests(roles, docs[1], {})

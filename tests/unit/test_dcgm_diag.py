@@ -301,7 +301,7 @@ def test_simulated_runs_say_so() -> None:
 
 def test_validate_host_reports_dcgm_beside_our_own_checks() -> None:
     from orchestrator.catalog import default_catalog
-    from orchestrator.policy import Policy
+    from orchestrator.policy import load_policy
     from orchestrator.validate.runner import validate_host
 
     raw = dict(load_host(REAL))
@@ -319,7 +319,7 @@ def test_validate_host_reports_dcgm_beside_our_own_checks() -> None:
         facts,
         raw,
         catalog=default_catalog(),
-        policy=Policy(host=HOST),
+        policy=load_policy(HOST, {}),
         execute=execute,
         runtime="host",
         dcgm_level=2,

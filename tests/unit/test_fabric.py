@@ -193,7 +193,7 @@ def test_efa_joins_the_plan_on_an_efa_host_with_dmabuf_on_open_modules() -> None
     assert "GPUDirect RDMA by dmabuf" in reason and "a lead" in reason
     plan = plan_host(facts, load_policy("n1", {}), default_catalog())
     assert plan.role_vars()["efa_gpudirect"] == "dmabuf"
-    assert plan.typed.efa is not None and plan.typed.efa.version == "1.41.0"
+    assert plan.role_vars()["efa_installer_version"] == "1.41.0"
 
 
 def test_peermem_where_dmabuf_is_not_possible() -> None:
@@ -231,11 +231,13 @@ def test_infiniband_hosts_get_the_role_and_nvlink5_management_ports_are_not_hcas
     plan = plan_host(facts, load_policy("n1", {}), default_catalog())
     ib = next(r for r in plan.roles if r.name == "infiniband")
     assert ib.reason.startswith("8 InfiniBand HCAs (mlx5_ib0, mlx5_ib1")
-    assert "DOCA-OFED" in ib.reason and "GPUDirect RDMA by dmabuf" in ib.reason
-    assert ib.vars == {"infiniband_stack": "doca", "infiniband_gpudirect": "dmabuf"}
-    assert plan.typed.infiniband is not None and "efa" not in [r.name for r in plan.roles]
-    reasons, _ = plan_of(facts, gpuprov_fabric_infiniband_stack="distribution")
-    assert "the distribution's rdma-core" in reasons["infiniband"]
+    # the role's own default stack (issue 46: no second knob with another default)
+    assert "the distribution's rdma-core" in ib.reason and "GPUDirect RDMA by dmabuf" in ib.reason
+    assert ib.vars == {"infiniband_stack": "distribution", "infiniband_gpudirect": "dmabuf"}
+    assert "efa" not in [r.name for r in plan.roles]
+    doca = {"infiniband_stack": "doca", "infiniband_doca_base_url": "https://doca.example/"}
+    reasons, _ = plan_of(facts, **doca)
+    assert "DOCA-OFED" in reasons["infiniband"]
     vpd = "mlx5_ib0 SW_MNG\n# exit=0\n"
     facts = host(rdma=shaped("rdma-ib.txt"), extra={"infiniband-vpd.txt": vpd})
     reasons, _ = plan_of(facts)
@@ -247,14 +249,15 @@ def test_infiniband_gpudirect_peermem_with_doca_only() -> None:
 
     facts = host(rdma=shaped("rdma-ib.txt"))
     prop = dataclasses.replace(facts, kernel="5.10.0-30-amd64")
-    plan = plan_host(prop, load_policy("n1", {}), default_catalog())
+    doca = {"infiniband_stack": "doca", "infiniband_doca_base_url": "https://doca.example/"}
+    plan = plan_host(prop, load_policy("n1", doca), default_catalog())
     assert next(r for r in plan.roles if r.name == "infiniband").vars["infiniband_gpudirect"] == (
         "peermem"
     )
-    _, warnings = plan_of(prop, gpuprov_fabric_infiniband_stack="distribution")
+    _, warnings = plan_of(prop, infiniband_stack="distribution")
     assert any(w.startswith("no GPUDirect RDMA path on this InfiniBand host") for w in warnings)
     policy = load_policy(
-        "n1", {"gpuprov_fabric_infiniband_stack": "distribution", "infiniband_gpudirect": "peermem"}
+        "n1", {"infiniband_stack": "distribution", "infiniband_gpudirect": "peermem"}
     )
     with pytest.raises(PolicyError, match="nvidia_peermem needs MOFED"):
         plan_host(facts, policy, default_catalog())

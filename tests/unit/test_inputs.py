@@ -377,7 +377,7 @@ def test_a_port_out_of_range_is_bad_input(
 def test_a_driver_version_without_a_releases_shape_is_refused() -> None:
     with pytest.raises(PolicyError, match=r"nvidia_driver_version='580\.95'"):
         load_policy("n1", {"nvidia_driver_version": "580.95"})
-    assert load_policy("n1", {"nvidia_driver_version": "580.159.04"}).driver_branch == 580
+    assert load_policy("n1", {"nvidia_driver_version": "580.159.04"})["nvidia_driver_branch"] == 580
 
 
 def test_every_recorded_driver_version_has_the_accepted_shape() -> None:
@@ -399,7 +399,10 @@ def test_every_recorded_driver_version_has_the_accepted_shape() -> None:
     walk(data)
     assert len(versions) > 20
     for version in versions:
-        assert load_policy("n1", {"nvidia_driver_version": version}).driver_version == version
+        assert (
+            load_policy("n1", {"nvidia_driver_version": version})["nvidia_driver_version"]
+            == version
+        )
 
 
 def test_a_target_that_selects_no_host_is_bad_input_at_plan_time(

@@ -120,7 +120,7 @@ def test_plan_adds_fabric_manager_and_subnet_manager() -> None:
 def test_plan_without_nvlink5_is_unchanged() -> None:
     p = plan(variant({HGX_B200: 8}, os_release=DEBIAN_12))
     driver = role(p, "nvidia_driver")
-    assert "nvidia_driver_nvlink5" not in driver.vars
+    assert driver.vars["nvidia_driver_nvlink5"] is False
     assert driver.vars["nvidia_driver_fabricmanager"] is False
 
 
@@ -385,7 +385,7 @@ def test_sw_mng_beside_gpus_on_no_nvlink5_board_is_a_blocker(device: int, what: 
         b.startswith("NVLink5 switch management ports (SW_MNG in the VPD of mlx5_0) beside " + what)
         for b in p.blockers
     ), p.blockers
-    assert "nvidia_driver_nvlink5" not in role(p, "nvidia_driver").vars
+    assert role(p, "nvidia_driver").vars["nvidia_driver_nvlink5"] is False
 
 
 def test_pci_vpd_parser() -> None:

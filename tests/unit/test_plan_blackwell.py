@@ -9,12 +9,11 @@ import pytest
 from test_plan import DEBIAN_12, UBUNTU_2204, role, variant
 from test_plan_os import AL2023, RHEL_96, ROCKY_94
 
-from orchestrator import nvlink5
 from orchestrator.catalog import default_catalog
 from orchestrator.errors import EXIT_BAD_INPUT, PolicyError
 from orchestrator.parsers import names, parse_host
-from orchestrator.plan import CUDA_ARCH_DIRS, HostPlan, plan_fleet, plan_host
-from orchestrator.policy import load_policy
+from orchestrator.plan import CUDA_ARCH_DIRS, HostPlan, plan_host
+from orchestrator.policy import load_policies, load_policy
 
 GB200, GB300, B300, HGX_B200 = 0x2941, 0x31C2, 0x3182, 0x2909
 UBUNTU_2404 = UBUNTU_2204.replace("22.04.5", "24.04.1").replace('"22.04"', '"24.04"')
@@ -29,9 +28,9 @@ def plan(
     raw: dict[str, str], host: str, imex_nodes_value: object = None, **policy: object
 ) -> HostPlan:
     facts = parse_host(host, raw)
-    return plan_host(
-        facts, load_policy(host, policy), default_catalog(), imex_nodes_value=imex_nodes_value
-    )
+    if imex_nodes_value is not None:
+        policy["nvidia_driver_imex_nodes"] = imex_nodes_value
+    return plan_host(facts, load_policy(host, policy), default_catalog())
 
 
 def tray(
@@ -53,7 +52,7 @@ def test_a_tray_plans_imex_and_no_local_fabric_manager(device: int) -> None:
     driver = role(p, "nvidia_driver")
     assert driver.vars["nvidia_driver_imex"] is True
     assert driver.vars["nvidia_driver_fabricmanager"] is False
-    assert "nvidia_driver_nvlink5" not in driver.vars
+    assert driver.vars["nvidia_driver_nvlink5"] is False  # the plan owns it, true or false
     name = "GB200" if device == GB200 else "GB300"
     assert f"{name} compute tray (multi-node NVLink): nvidia-imex at the driver's version" in (
         driver.reason
@@ -70,27 +69,30 @@ def test_a_tray_without_imex_nodes_is_blocked_naming_the_input() -> None:
 
 
 def test_imex_nodes_as_ansible_reads_them() -> None:
-    assert nvlink5.imex_nodes("h", "10.0.0.1, 10.0.0.2") == ("10.0.0.1", "10.0.0.2")  # INI
-    assert nvlink5.imex_nodes("h", None) == () == nvlink5.imex_nodes("h", [])
-    for bad in (["tray-1"], [1, 2], {"a": 1}):
+    """The knob is read with the policy (the role's argument_specs, then the IP rule): no
+    side path past it (issue 46)."""
+    nodes = load_policy("h", {"nvidia_driver_imex_nodes": "10.0.0.1, 10.0.0.2"})  # INI
+    assert nodes["nvidia_driver_imex_nodes"] == ("10.0.0.1", "10.0.0.2")
+    assert load_policy("h", {})["nvidia_driver_imex_nodes"] == ()
+    for bad in (["tray-1"], {"a": 1}):
         with pytest.raises(PolicyError) as err:
-            nvlink5.imex_nodes("h", bad)
+            load_policy("h", {"nvidia_driver_imex_nodes": bad})
         assert err.value.exit_code == EXIT_BAD_INPUT
         assert "nvidia_driver_imex_nodes" in str(err.value) and "h" in str(err.value)
 
 
 def test_bad_imex_nodes_anywhere_stop_the_fleet_before_any_plan() -> None:
-    facts = {"a": parse_host("a", tray()), "b": parse_host("b", tray())}
-    policies = {h: load_policy(h, {}) for h in facts}
-    with pytest.raises(PolicyError, match="not an IP address"):
-        plan_fleet(facts, policies, default_catalog(), imex_nodes={"b": ["node-b"]})
+    variables = {"a": {}, "b": {"nvidia_driver_imex_nodes": ["node-b"]}}
+    with pytest.raises(PolicyError, match="not an IP address") as err:
+        load_policies(variables)
+    assert "b: nvidia_driver_imex_nodes" in str(err.value)
 
 
 def test_hgx_boards_are_not_trays() -> None:
     raw = variant({HGX_B200: 8}, os_release=DEBIAN_12)
     raw[names.INFINIBAND_VPD] = "mlx5_0 SW_MNG\n# exit=0\n"
     driver = role(plan(raw, "b200"), "nvidia_driver")
-    assert "nvidia_driver_imex" not in driver.vars
+    assert driver.vars["nvidia_driver_imex"] is False
     assert driver.vars["nvidia_driver_fabricmanager"] is True
 
 

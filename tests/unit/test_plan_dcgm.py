@@ -1,4 +1,4 @@
-"""The dcgm role in the plan (orchestrator/plan.py `_dcgm_role`): opt-in, its CUDA flavour
+"""The dcgm role in the plan (orchestrator/planners/dcgm.py): opt-in, its CUDA flavour
 from the driver's branch (tests/recorded/reference/dcgm.yaml: 580 -> 13; 535, 550, 570 -> 12;
 Volta/Pascal/Maxwell on 580 -> 12), on the real 2x H200 capture (driver 580 loaded)."""
 
@@ -15,7 +15,7 @@ from orchestrator.factsdir import load_host
 from orchestrator.parsers import parse_host
 from orchestrator.plan import plan_host
 from orchestrator.policy import load_policy
-from orchestrator.roleplans import DcgmPlan, TypedPlan
+from orchestrator.verify.expect import DcgmExpectation, expectation_from_vars
 
 REAL = Path(__file__).resolve().parents[2] / "tests/recorded/fixtures/real/h200x2-ubuntu2404-580"
 CATALOG = default_catalog()
@@ -29,7 +29,6 @@ def facts():  # type: ignore[no-untyped-def]
 def test_dcgm_is_opt_in() -> None:
     plan = plan_host(facts(), load_policy("h200", {}), CATALOG)
     assert "dcgm" not in [r.name for r in plan.roles]
-    assert plan.typed.dcgm is None
 
 
 @pytest.mark.parametrize(("branch", "major"), [("580", 13), ("570", 12), ("550", 12)])
@@ -67,13 +66,17 @@ def test_a_set_cuda_major_and_version_are_taken_as_set() -> None:
         },
     )
     plan = plan_host(facts(), policy, CATALOG)
-    dcgm = plan.typed.dcgm
-    assert dcgm == DcgmPlan("4.5.2", 12, "container", 9400)
     role = next(r for r in plan.roles if r.name == "dcgm")
+    assert role.vars == {
+        "dcgm_version": "4.5.2",
+        "dcgm_cuda_major": "12",
+        "dcgm_exporter": "container",
+        "dcgm_exporter_port": 9400,
+    }
     assert "exporter (container) on port 9400" in role.reason
-    # the plan document reads back to the same record (verify's side)
-    back = TypedPlan.from_vars("h200", plan.typed.document_vars())
-    assert back.dcgm == dcgm
+    # verify reads the plan document's entry as the role reads it
+    expect = expectation_from_vars("h200", plan.document_vars(), planned=True)
+    assert expect.dcgm == DcgmExpectation("4.5.2", 12, "container", 9400)
 
 
 def test_no_driver_at_all_blocks_the_host_with_a_fix() -> None:

@@ -10,7 +10,7 @@ import yaml
 
 from orchestrator.errors import EXIT_BAD_INPUT, PolicyError
 from orchestrator.knobs import default_table
-from orchestrator.policy import DEFAULT_ROLES, Policy, load_policies, load_policy
+from orchestrator.policy import load_policies, load_policy
 
 KNOB_EXAMPLE = (
     r"^# (nvidia_driver|docker|nvidia_container_toolkit|mig|efa|infiniband|gpuprov)_[a-z_]+: \S"
@@ -20,16 +20,17 @@ GROUP_VARS = Path(__file__).resolve().parents[2] / "inventory" / "group_vars" / 
 
 def test_defaults() -> None:
     policy = load_policy("n1", {})
-    assert policy == Policy(host="n1")
-    assert policy.roles == DEFAULT_ROLES
-    assert policy.driver_branch is None and policy.driver_source == "cuda"
+    assert policy["gpuprov_roles"] == tuple(default_table().default("gpuprov_roles"))
+    assert policy["gpuprov_roles"] == ("nvidia_driver", "docker", "nvidia_container_toolkit")
+    assert policy["nvidia_driver_branch"] is None and policy["nvidia_driver_source"] == "cuda"
+    assert not policy.listed  # gpuprov_roles unset: detected roles join
 
 
 def test_shipped_group_vars_are_a_valid_policy() -> None:
     variables = yaml.safe_load(GROUP_VARS.read_text())
     policy = load_policy("n1", variables)
     assert "gpuprov_roles" not in variables  # unset: a plain ansible-playbook run plans
-    assert policy.roles == load_policy("n1", {}).roles
+    assert policy["gpuprov_roles"] == load_policy("n1", {})["gpuprov_roles"]
 
 
 def test_documented_knobs_are_their_defaults_when_uncommented() -> None:
@@ -39,7 +40,8 @@ def test_documented_knobs_are_their_defaults_when_uncommented() -> None:
     examples = [ln[2:] for ln in lines if re.match(KNOB_EXAMPLE, ln)]
     documented = {ln.split(":", 1)[0] for ln in examples}
     readers = {n for n, k in default_table().policy.items() if not k.set_by}
-    assert readers - documented == {"mig_configs"}  # set, not commented
+    # set, not commented: mig_configs; gpuprov_roles set is not its default (the whole list)
+    assert readers - documented == {"mig_configs", "gpuprov_roles"}
     variables = yaml.safe_load(GROUP_VARS.read_text())
     uncommented = {**variables, **yaml.safe_load("\n".join(examples))}
     assert load_policy("n1", uncommented) == load_policy("n1", variables)
@@ -47,7 +49,7 @@ def test_documented_knobs_are_their_defaults_when_uncommented() -> None:
 
 def test_empty_means_automatic() -> None:
     policy = load_policy("n1", {"nvidia_driver_branch": "", "nvidia_driver_version": ""})
-    assert policy.driver_branch is None and policy.driver_version is None
+    assert policy["nvidia_driver_branch"] is None and policy["nvidia_driver_version"] is None
 
 
 @pytest.mark.parametrize(
@@ -89,7 +91,7 @@ def test_version_must_belong_to_branch() -> None:
 def test_mig_layout_must_be_defined() -> None:
     with pytest.raises(PolicyError, match="mig_layout='mixed' is not a key of mig_configs"):
         load_policy("n1", {"mig_layout": "mixed", "mig_configs": {"all-1g": []}})
-    assert load_policy("n1", {"mig_layout": "disabled"}).mig_layout == "disabled"
+    assert load_policy("n1", {"mig_layout": "disabled"})["mig_layout"] == "disabled"
 
 
 def test_every_problem_of_every_host_in_one_error() -> None:
@@ -115,7 +117,7 @@ def test_the_example_fleet_inventory_is_a_valid_policy() -> None:
     inv = load_inventory(GROUP_VARS.parents[1] / "p5.ini")
     policies = load_policies({h.name: h.vars for h in inv.hosts})
     assert len(policies) == 4
-    assert {p.validation_expected_gpus for p in policies.values()} == {8}
+    assert {p["gpuprov_validation_expected_gpus"] for p in policies.values()} == {8}
 
 
 @pytest.mark.parametrize(
@@ -147,11 +149,11 @@ def test_every_role_input_and_gpuprov_knob_is_accepted() -> None:
     """Role inputs the planner does not read pass through untouched; no false alarms."""
     table = default_table()
     variables = {n: k.default for n, k in table.knobs.items() if n not in table.policy}
-    assert load_policy("n1", variables) == Policy(host="n1")
+    assert load_policy("n1", variables) == load_policy("n1", {})
 
 
 def test_version_alone_implies_its_branch() -> None:
     policy = load_policy("n1", {"nvidia_driver_version": "535.261.03"})
-    assert (policy.driver_branch, policy.driver_version) == (535, "535.261.03")
+    assert (policy["nvidia_driver_branch"], policy["nvidia_driver_version"]) == (535, "535.261.03")
     with pytest.raises(PolicyError, match="is not a full driver version"):
         load_policy("n1", {"nvidia_driver_version": "5.1"})

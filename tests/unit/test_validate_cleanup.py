@@ -21,7 +21,7 @@ import pytest
 from orchestrator.catalog import default_catalog
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import parse_host
-from orchestrator.policy import Policy
+from orchestrator.policy import load_policy
 from orchestrator.result import CheckResult
 from orchestrator.validate import container, runner
 from orchestrator.validate.runner import CommandOutput, SubprocessExecutor
@@ -99,7 +99,7 @@ def calls(log: Path) -> list[str]:
 
 def target() -> runner.Target:
     raw = dict(load_host(REAL))
-    return runner.payload_target(parse_host("h200", raw), raw, CATALOG, Policy(host="h200"))
+    return runner.payload_target(parse_host("h200", raw), raw, CATALOG, load_policy("h200", {}))
 
 
 def run(

@@ -22,7 +22,7 @@ from payloadpkg import FOLDER, load_payload
 from orchestrator.catalog import default_catalog
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import parse_host
-from orchestrator.policy import Policy
+from orchestrator.policy import load_policy
 from orchestrator.validate import runner
 
 gpucheck = load_payload()
@@ -186,7 +186,7 @@ def test_the_payload_deadline_ends_well_before_the_outer_kill() -> None:
     raw = dict(load_host(REAL))
     facts = parse_host("h200", raw)
     t = runner.payload_target(
-        facts, raw, default_catalog(), Policy(host="h200"), timeout_s=300, deadline_margin_s=45
+        facts, raw, default_catalog(), load_policy("h200", {}), timeout_s=300, deadline_margin_s=45
     )
     assert t.spec["deadline_s"] == 255 < t.spec["timeout_s"] == 300
     script = runner.stage_script(t.spec, runner.host_command())

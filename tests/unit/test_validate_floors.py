@@ -11,7 +11,7 @@ import pytest
 from orchestrator.catalog import default_catalog
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import names, parse_host
-from orchestrator.policy import Policy
+from orchestrator.policy import load_policy
 from orchestrator.validate import runner
 
 REAL = Path(__file__).resolve().parents[2] / "tests/recorded/fixtures/real/h200x2-ubuntu2404-580"
@@ -23,7 +23,7 @@ def as_sku(device_id: str) -> runner.Target:
     """The real 2x host's outputs with its PCI device id swapped (the planner's view only)."""
     raw = dict(load_host(REAL))
     raw[names.SYSFS_PCI] = raw[names.SYSFS_PCI].replace("device=0x2335", f"device={device_id}")
-    return runner.payload_target(parse_host("h", raw), raw, CATALOG, Policy(host="h"))
+    return runner.payload_target(parse_host("h", raw), raw, CATALOG, load_policy("h", {}))
 
 
 def test_every_figure_records_its_origin_and_date() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.catalog import default_catalog
 from orchestrator.parsers import parse_host
-from orchestrator.policy import Policy
+from orchestrator.policy import load_policy
 from orchestrator.result import SIMULATED, CheckResult
 from orchestrator.validate.health import health_input, run_health
 from orchestrator.validate.runner import CUDA_CHECKS, CommandOutput, validate_host
@@ -100,7 +100,7 @@ def test_simulated_host_skips_every_cuda_check(sim: SimHost) -> None:
         raise AssertionError("nothing may run on a simulated host")
 
     results = validate_host(
-        facts, raw, catalog=default_catalog(), policy=Policy(host="sim"), execute=never
+        facts, raw, catalog=default_catalog(), policy=load_policy("sim", {}), execute=never
     )
     cuda = [r for r in results if r.name in {n for n, _ in CUDA_CHECKS}]
     assert len(cuda) == len(CUDA_CHECKS)

@@ -126,10 +126,12 @@ def test_bind_numa_outside_the_allowed_cpus_warns(monkeypatch: pytest.MonkeyPatc
 def test_the_spec_carries_numa_and_p2p_for_the_real_host() -> None:
     from orchestrator.catalog import default_catalog
     from orchestrator.parsers import parse_host
-    from orchestrator.policy import Policy
+    from orchestrator.policy import load_policy
 
     raw = dict(load_host(REAL))
-    t = runner.payload_target(parse_host("h200", raw), raw, default_catalog(), Policy(host="h200"))
+    t = runner.payload_target(
+        parse_host("h200", raw), raw, default_catalog(), load_policy("h200", {})
+    )
     assert t.spec["numa"]["1"] == {"cpus": "0-31", "node": "0"}
     assert t.spec["p2p"]["enabled"] is True
     assert t.nvlinks == {(0, 1): 18, (1, 0): 18}

@@ -12,7 +12,7 @@ import pytest
 from orchestrator.catalog import default_catalog
 from orchestrator.factsdir import load_host
 from orchestrator.parsers import names, parse_host
-from orchestrator.policy import Policy
+from orchestrator.policy import load_policy
 from orchestrator.result import SIMULATED
 from orchestrator.validate import runner
 from orchestrator.validate.runner import CommandOutput, SubprocessExecutor, validate_host
@@ -46,7 +46,7 @@ def framed(doc_text: str) -> str:
 def test_target_for_the_real_h200_host() -> None:
     raw = real_raw()
     facts = parse_host("h200", raw)
-    t = runner.payload_target(facts, raw, CATALOG, Policy(host="h200"))
+    t = runner.payload_target(facts, raw, CATALOG, load_policy("h200", {}))
     assert t.ranks == 2
     assert t.spec["expected_name"] == "NVIDIA H200"
     assert t.spec["expected_cc"] == "9.0"
@@ -66,7 +66,7 @@ def test_target_for_the_real_h200_host() -> None:
 def test_mig_host_lists_mig_devices_and_skips_the_sweep() -> None:
     raw = dict(load_host(Path(__file__).resolve().parent / "fixtures_derived" / "h200x2-mig"))
     facts = parse_host("mig", raw)
-    t = runner.payload_target(facts, raw, CATALOG, Policy(host="mig"))
+    t = runner.payload_target(facts, raw, CATALOG, load_policy("mig", {}))
     assert len(t.spec["mig_devices"]) == 4
     assert t.spec["allreduce"]["enabled"] is False
 
@@ -76,7 +76,7 @@ def test_real_device_output_gives_a_passing_host() -> None:
     facts = parse_host("h200", raw)
     execute = Recorder(CommandOutput(0, framed(DEVICE_RUN.read_text()), ""))
     results = validate_host(
-        facts, raw, catalog=CATALOG, policy=Policy(host="h200"), execute=execute, runtime="host"
+        facts, raw, catalog=CATALOG, policy=load_policy("h200", {}), execute=execute, runtime="host"
     )
     assert [r.label for r in results if r.status == "fail"] == []
     by = {r.label: r for r in results}
@@ -97,7 +97,7 @@ def test_simulated_host_skips_cuda_checks_never_passes_them() -> None:
     assert facts.simulated
     execute = Recorder(CommandOutput(0, "", ""))
     results = validate_host(
-        facts, raw, catalog=CATALOG, policy=Policy(host="lab1"), execute=execute
+        facts, raw, catalog=CATALOG, policy=load_policy("lab1", {}), execute=execute
     )
     cuda = {name for name, _ in runner.CUDA_CHECKS}
     for r in results:
@@ -119,7 +119,7 @@ def test_docker_without_toolkit_gets_the_toolkit_diagnosis() -> None:
         facts,
         raw,
         catalog=CATALOG,
-        policy=Policy(host="h200"),
+        policy=load_policy("h200", {}),
         execute=execute,
         runtime="docker",
         image="local/gpucheck:test",
@@ -141,7 +141,7 @@ def test_payload_staged_and_run_here_without_torch() -> None:
     """The real staging script, run by sh here: the payload runs and reports no torch."""
     raw = real_raw()
     facts = parse_host("here", raw)
-    target = runner.payload_target(facts, raw, CATALOG, Policy(host="here"))
+    target = runner.payload_target(facts, raw, CATALOG, load_policy("here", {}))
     results = runner.run_payload(
         SubprocessExecutor(), target, CATALOG, host="here", runtime="host", image="", timeout_s=60
     )
@@ -151,7 +151,7 @@ def test_payload_staged_and_run_here_without_torch() -> None:
 def test_broken_output_is_a_failure_with_the_last_line() -> None:
     raw = real_raw()
     facts = parse_host("h200", raw)
-    target = runner.payload_target(facts, raw, CATALOG, Policy(host="h200"))
+    target = runner.payload_target(facts, raw, CATALOG, load_policy("h200", {}))
     execute = Recorder(CommandOutput(1, "garbage", "Traceback...\nSyntaxError: oops\n"))
     results = runner.run_payload(
         execute, target, CATALOG, host="h200", runtime="host", image="", timeout_s=60
@@ -163,8 +163,8 @@ def test_broken_output_is_a_failure_with_the_last_line() -> None:
 def test_runtime_choice() -> None:
     raw = real_raw()
     facts = parse_host("h200", raw)
-    assert runner.choose_runtime(facts, Policy(host="h200"), None) == "host"  # no Docker
-    assert runner.choose_runtime(facts, Policy(host="h200"), "docker") == "docker"
+    assert runner.choose_runtime(facts, load_policy("h200", {}), None) == "host"  # no Docker
+    assert runner.choose_runtime(facts, load_policy("h200", {}), "docker") == "docker"
 
 
 def test_payload_output_framing() -> None:
@@ -185,7 +185,7 @@ def test_whole_suite_on_the_device_machines_real_outputs() -> None:
     assert not facts.simulated
     execute = Recorder(CommandOutput(0, framed(DEVICE_RUN.read_text()), ""))
     results = validate_host(
-        facts, raw, catalog=CATALOG, policy=Policy(host="vm"), execute=execute, runtime="host"
+        facts, raw, catalog=CATALOG, policy=load_policy("vm", {}), execute=execute, runtime="host"
     )
     assert [(r.label, r.status) for r in results if r.status in ("fail", "warn")] == []
     by = {r.label: r for r in results}
@@ -210,7 +210,7 @@ def test_subprocess_executor_runs_sh_with_the_script_on_stdin(tmp_path: Path) ->
 def test_nccl_tests_path_judges_the_real_all_reduce_perf_output() -> None:
     raw = real_raw()
     facts = parse_host("h200", raw)
-    target = runner.payload_target(facts, raw, CATALOG, Policy(host="h200"), nccl_tests=True)
+    target = runner.payload_target(facts, raw, CATALOG, load_policy("h200", {}), nccl_tests=True)
     assert target.spec["allreduce"]["enabled"] is False  # the payload skips its own sweep
     text = (REAL / "nccl-tests-all_reduce_perf.txt").read_text()
     execute = Recorder(CommandOutput(0, text, ""))

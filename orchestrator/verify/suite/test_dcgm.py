@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.roleplans import DcgmPlan
-from orchestrator.verify.expect import Expectation, upstream_version
+from orchestrator.verify.expect import DcgmExpectation, Expectation, upstream_version
 from orchestrator.verify.suite import hoststate
 
 CORE = "datacenter-gpu-manager-4-core"
@@ -20,13 +19,13 @@ EXPORTER_UNITS = {"host": "nvidia-dcgm-exporter", "container": "docker.dcgm-expo
 
 
 @pytest.fixture
-def dcgm(expect: Expectation) -> DcgmPlan:
+def dcgm(expect: Expectation) -> DcgmExpectation:
     if expect.dcgm is None:
         pytest.skip("dcgm is not in this host's plan (gpuprov_roles)")
     return expect.dcgm
 
 
-def test_dcgm4_at_planned_version_and_flavour_and_held(host: Any, dcgm: DcgmPlan) -> None:
+def test_dcgm4_at_planned_version_and_flavour_and_held(host: Any, dcgm: DcgmExpectation) -> None:
     pkgs = hoststate.packages(host, (CORE, f"{FLAVOUR}*", DCGM3))
     assert CORE in pkgs, f"{CORE} is not installed: apply the dcgm role"
     flavours = sorted(n for n in pkgs if n.startswith(FLAVOUR))
@@ -50,7 +49,7 @@ def test_dcgm4_at_planned_version_and_flavour_and_held(host: Any, dcgm: DcgmPlan
     assert DCGM3 not in pkgs, f"DCGM 3 ({DCGM3}) is still installed beside DCGM 4"
 
 
-def test_nvidia_dcgm_active_and_enabled(host: Any, dcgm: DcgmPlan) -> None:
+def test_nvidia_dcgm_active_and_enabled(host: Any, dcgm: DcgmExpectation) -> None:
     svc = host.service(UNIT)
     assert svc.is_running, f"{UNIT} is not active: systemctl start {UNIT} (journalctl -u {UNIT})"
     assert svc.is_enabled, f"{UNIT} is not enabled at boot: systemctl enable {UNIT}"
@@ -58,7 +57,7 @@ def test_nvidia_dcgm_active_and_enabled(host: Any, dcgm: DcgmPlan) -> None:
     assert engine.rc == 0, f"{UNIT} is active but no nv-hostengine process runs"
 
 
-def test_dcgm_exporter_serves_metrics(host: Any, dcgm: DcgmPlan) -> None:
+def test_dcgm_exporter_serves_metrics(host: Any, dcgm: DcgmExpectation) -> None:
     if dcgm.exporter == "none":
         pytest.skip("dcgm_exporter is none: no exporter planned")
     unit = EXPORTER_UNITS[dcgm.exporter]

@@ -1,6 +1,6 @@
-"""Typed plans per role: built by the planner itself, carried in the plan document, read back
-by verify; the report and the document read their fields, never the roles' variable strings;
-the MIG layouts are parsed and checked once."""
+"""Each role's plan: its variables under the role's own names, as the planner decides them,
+carried in the plan document, read by verify as the roles read them; the MIG layouts are
+parsed and checked once."""
 
 from __future__ import annotations
 
@@ -18,17 +18,10 @@ from orchestrator.catalog import default_catalog
 from orchestrator.errors import PolicyError
 from orchestrator.parsers import parse_host
 from orchestrator.plan import HostPlan, plan_host
+from orchestrator.planners.driver import UpgradePlan
+from orchestrator.planners.mig import MigPlan
 from orchestrator.policy import load_policy
 from orchestrator.report import _plan_cell
-from orchestrator.roleplans import (
-    DockerPlan,
-    DriverPlan,
-    MigPlan,
-    ToolkitPlan,
-    TypedPlan,
-    UpgradePlan,
-    ValidationPlan,
-)
 from orchestrator.verify.expect import expectation_from_vars
 
 REAL = Path(__file__).resolve().parents[2] / "tests" / "recorded" / "fixtures" / "real"
@@ -51,61 +44,58 @@ def _plan(**policy: object) -> HostPlan:
     return plan_host(_facts(), load_policy("h200", policy), default_catalog())
 
 
-def test_the_planner_builds_the_typed_plan_of_the_real_h200() -> None:
+def test_the_planner_plans_each_role_under_its_own_names_on_the_real_h200() -> None:
     plan = _plan(**MIG_POLICY)
-    typed = plan.typed
-    assert typed.driver == DriverPlan(
-        branch=580,
-        version="580.159.04",
-        flavour="open",
-        source="cuda",
-        fabricmanager=False,
-        reboot="forbid",
-        persistenced=True,
-        state_file="/var/lib/gpuprov/nvidia_driver.json",
-        change=False,
-    )
-    assert typed.docker == DockerPlan("docker")
-    assert typed.toolkit == ToolkitPlan(None, False, "/etc/cdi/nvidia.yaml")
-    assert typed.upgrade is None  # the loaded driver is the plan's
-    assert typed.mig is not None and typed.mig.layout == "h200-all-3g"
-    assert set(typed.mig.parsed.layouts) == {"h200-all-3g"}
-    assert typed.validation == ValidationPlan(False, 2, "auto", None)
-    # each role's record is the planner's own object; its variables are that record's
-    for role in plan.roles:
-        assert role.typed is not None and role.vars == role.typed.role_vars()
-    assert typed.driver is plan.roles[0].typed
-    assert typed.role_vars() == plan.role_vars()  # what Ansible gets is the planner's
+    assert plan.role("nvidia_driver").vars == {  # type: ignore[union-attr]
+        "nvidia_driver_branch": "580",
+        "nvidia_driver_version": "580.159.04",
+        "nvidia_driver_flavour": "open",
+        "nvidia_driver_source": "cuda",
+        "nvidia_driver_fabricmanager": False,
+        "nvidia_driver_nvlink5": False,
+        "nvidia_driver_imex": False,
+        "nvidia_driver_reboot": "forbid",
+        "nvidia_driver_persistenced": True,
+        "nvidia_driver_state_file": "/var/lib/gpuprov/nvidia_driver.json",
+    }
+    assert plan.role("docker").vars == {"docker_source": "docker"}  # type: ignore[union-attr]
+    assert plan.role("nvidia_container_toolkit").vars == {  # type: ignore[union-attr]
+        "nvidia_container_toolkit_version": "",
+        "nvidia_container_toolkit_default_runtime": False,
+        "nvidia_container_toolkit_cdi_spec": "/etc/cdi/nvidia.yaml",
+    }
+    assert plan.upgrade is None  # the loaded driver is the plan's
+    assert plan.role("mig").vars["mig_layout"] == "h200-all-3g"  # type: ignore[union-attr]
+    assert plan.document_vars()["gpuprov_validation_expected_gpus"] == 2
+    assert plan.document_vars()["gpuprov_validation_nccl"] is False
     assert _plan_cell(plan) == "R580 open (no change), docker, nvidia_container_toolkit, mig"
 
 
-def test_the_plan_document_round_trips_to_the_same_typed_plan() -> None:
+def test_verify_reads_the_plan_document_as_the_roles_read_it() -> None:
     plan = _plan(**MIG_POLICY)
-    document = plan.typed.document_vars()
-    assert document["gpuprov_validation_expected_gpus"] == 2
-    back = TypedPlan.from_vars("h200", document, change=False)
-    assert back == plan.typed
-    # verify reads the same document: every planned value comes from the typed plan
+    document = plan.document_vars()
     expect = expectation_from_vars("h200", document, planned=True)
     assert expect.gpu_count == 2
     assert (expect.driver_version, expect.driver_flavour) == ("580.159.04", "open")
-    assert expect.fabricmanager is False and expect.mig == plan.typed.mig
+    assert expect.fabricmanager is False and expect.mig_layout == "h200-all-3g"
+    assert expect.mig is not None and set(expect.mig.parsed.layouts) == {"h200-all-3g"}
 
 
 def test_a_replaced_driver_is_an_upgrade_plan() -> None:
     plan = _plan(nvidia_driver_version="580.200.01")
-    assert plan.typed.upgrade == UpgradePlan("580.159.04", "open", "580.200.01", 580, "open")
-    assert plan.typed.driver is not None and plan.typed.driver.change
+    assert plan.upgrade == UpgradePlan("580.159.04", "open", "580.200.01", 580, "open")
+    assert plan.role("nvidia_driver").change  # type: ignore[union-attr]
 
 
 def test_inventory_role_inputs_reach_the_document_and_verify() -> None:
-    """Role inputs the planner passes on (not decides) are in the typed plan as the inventory
-    set them: the document carries them, so the role and verify see the same value."""
+    """Role inputs the planner passes on (not decides) are in the plan as the inventory set
+    them, read as the role reads them: the document carries them, so the role and verify see
+    the same value."""
     plan = _plan(
         nvidia_driver_persistenced="false",  # an INI inventory's string
         nvidia_container_toolkit_cdi_spec="/var/run/cdi/nvidia.yaml",
     )
-    document = plan.typed.document_vars()
+    document = plan.document_vars()
     assert document["nvidia_driver_persistenced"] is False
     assert document["nvidia_container_toolkit_cdi_spec"] == "/var/run/cdi/nvidia.yaml"
     # the inventory the suite reads says otherwise: the plan's entry decides
@@ -115,19 +105,15 @@ def test_inventory_role_inputs_reach_the_document_and_verify() -> None:
 
 
 def test_nvlink5_reaches_the_plan_document() -> None:
-    """The planner's NVLink5 decision is a field of the driver plan, so `provision apply`'s
-    document carries it (read back from the role's strings, it was dropped)."""
+    """The planner's NVLink5 decision is in the document, true or false: the plan owns it."""
     p = plan_raw(b200_raw(), "b200")
-    assert p.typed.driver is not None and p.typed.driver.nvlink5
     document = pipeline._document_vars(["b200"], {"b200": p})["b200"]
-    assert document["nvidia_driver_nvlink5"] is True
-    assert TypedPlan.from_vars("b200", document).driver == p.typed.driver
+    assert document["nvidia_driver_nvlink5"] is True and document["nvidia_driver_imex"] is False
 
 
-def test_nothing_reads_the_plan_back_from_strings(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_mig_layouts_are_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Planning, the plan document `provision apply` writes, the report's JSON and tables:
-    none of them parses role variables back (TypedPlan.from_vars is the document reader,
-    verify's side only), and the MIG layouts are parsed exactly once, by the planner."""
+    the MIG layouts are parsed exactly once, by the planner."""
     parses: list[Any] = []
     real_parse = mig.parse_config
 
@@ -135,11 +121,7 @@ def test_nothing_reads_the_plan_back_from_strings(monkeypatch: pytest.MonkeyPatc
         parses.append(args)
         return real_parse(*args, **kwargs)
 
-    def no_read_back(*args: Any, **kwargs: Any) -> TypedPlan:
-        raise AssertionError("a plan was read back from its variables")
-
     monkeypatch.setattr(mig, "parse_config", counting_parse)
-    monkeypatch.setattr(TypedPlan, "from_vars", classmethod(no_read_back))
     plan = _plan(**MIG_POLICY)
     assert len(parses) == 1
     pipeline._document_vars(["h200"], {"h200": plan})
@@ -160,7 +142,7 @@ def test_nothing_reads_the_plan_back_from_strings(monkeypatch: pytest.MonkeyPatc
 )
 def test_a_wrong_plan_value_is_bad_input(name: str, value: object) -> None:
     with pytest.raises(PolicyError) as err:
-        TypedPlan.from_vars("n1", {"gpuprov_roles": ["nvidia_driver"], name: value})
+        expectation_from_vars("n1", {"gpuprov_roles": ["nvidia_driver"], name: value}, planned=True)
     assert name in str(err.value) and "n1" in str(err.value)
 
 
