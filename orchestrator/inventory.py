@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InventoryError
+from .knobs import GUARDED_PREFIXES
 
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "/etc/ssh/ssh_known_hosts")
 
@@ -512,7 +513,7 @@ def load_inventory(
             try:
                 resolved[str(key)] = _plain(value)
             except _Undecryptable as exc:
-                if not str(key).startswith(("ansible_", "gpuprov_")):
+                if not str(key).lower().startswith(("ansible_", *GUARDED_PREFIXES)):
                     continue  # not one gpuprov reads: left to Ansible, which needs the secret
                 raise InventoryError(
                     f"{key} is vault-encrypted and could not be decrypted ({exc})"

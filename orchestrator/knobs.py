@@ -109,11 +109,14 @@ class KnobTable:
         return tuple(k for k in self.knobs.values() if k.owner == role)
 
     def is_guarded(self, name: str) -> bool:
-        """Named like a knob: a `gpuprov_*` variable or one with a role's prefix."""
-        return name.startswith(GUARDED_PREFIXES)
+        """Named like a knob: a `gpuprov_*` variable or one with a role's prefix (in any case:
+        Ansible's names are case-sensitive, so NVIDIA_DRIVER_BRANCH is no knob's)."""
+        return name.lower().startswith(GUARDED_PREFIXES)
 
     def closest(self, name: str) -> str | None:
-        found = difflib.get_close_matches(name, list(self.knobs), n=1, cutoff=0.6)
+        if name.lower() in self.knobs:
+            return name.lower()
+        found = difflib.get_close_matches(name.lower(), list(self.knobs), n=1, cutoff=0.6)
         return found[0] if found else None
 
     def reading(self, planner: bool) -> Mapping[str, Knob]:
@@ -139,7 +142,7 @@ def unknown_knobs(table: KnobTable, names: Iterable[str]) -> list[UnknownKnob]:
 # --- reading values: ansible-core's argument spec validation ----------------------------
 
 
-def _templated(value: object) -> bool:
+def templated(value: object) -> bool:
     """A value Ansible templates in the play (it refers to facts): its type is known then."""
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
@@ -163,7 +166,7 @@ def read(
     is passed on as written."""
     knobs = table.reading(planner)
     given = {
-        n: v for n, v in variables.items() if n in knobs and v is not None and not _templated(v)
+        n: v for n, v in variables.items() if n in knobs and v is not None and not templated(v)
     }
     chosen = tuple(knobs[n] for n in sorted(given))
     validated, errors = _validate(chosen, given)
@@ -174,7 +177,7 @@ def read(
             if own:
                 problems.append(bad_value(knob, given[knob.name], "; ".join(own)))
     values = {n: k.default for n, k in knobs.items()}
-    values.update({n: v for n, v in variables.items() if n in knobs and _templated(v)})
+    values.update({n: v for n, v in variables.items() if n in knobs and templated(v)})
     values.update({n: v for n, v in validated.items() if n in given and n in knobs})
     return values, problems
 

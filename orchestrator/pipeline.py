@@ -86,6 +86,22 @@ class StageOptions:
         return cls(**values, ansible_args=ansible)
 
     @functools.cached_property
+    def extra_values(self) -> dict[str, Any]:
+        """The variables -e gives, loaded as ansible-playbook loads them: they outrank the
+        inventory, so the planner plans with them (orchestrator/inputs.py checked them)."""
+        values = [v for v in self.ansible_args.get("extra_vars") or () if v]
+        if not values:
+            return {}
+        from .inputs import load_extra_vars
+
+        return load_extra_vars(
+            values,
+            vault_ids=self.ansible_args.get("vault_id") or (),
+            vault_password_files=self.ansible_args.get("vault_password_file") or (),
+            ask_vault_pass=bool(self.ansible_args.get("ask_vault_pass")),
+        )
+
+    @functools.cached_property
     def ansible(self) -> apply_mod.AnsibleOptions:
         """The pass-through options; -K and --ask-vault-pass ask here, once per run."""
         return apply_mod.ansible_options(SimpleNamespace(**self.ansible_args))
@@ -382,20 +398,27 @@ def _plan(
     origins: Mapping[str, Mapping[str, str]] | None = None,
     *,
     today: dt.date | None = None,
+    extra_vars: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Policy], dict[str, HostPlan]]:
     """Policies of every host first (all problems at once), then plans; both bad input.
-    `today`: the date of end-of-life warnings (None: today's)."""
+    `today`: the date of end-of-life warnings (None: today's); `extra_vars`: what -e gives,
+    above every host's inventory variables (as in Ansible), and final: a planned value -e
+    contradicts is bad input (the role would get -e's)."""
     from .plan import plan_fleet
     from .policy import load_policies
 
+    extra = dict(extra_vars or {})
+    merged = {h: {**hostvars.get(h, {}), **extra} for h in facts}
+    where = {h: {**(origins or {}).get(h, {}), **dict.fromkeys(extra, "-e")} for h in facts}
     with timing.stage("plan", facts):
-        policies = load_policies({h: hostvars.get(h, {}) for h in facts}, origins)
+        policies = load_policies(merged, where)
         plans = plan_fleet(
             facts,
             policies,
             catalog,
             today=today or dt.datetime.now(dt.UTC).date(),
-            hostvars={h: hostvars.get(h, {}) for h in facts},
+            hostvars=merged,
+            extra_vars=extra,
         )
     return policies, plans
 
@@ -517,7 +540,7 @@ def run_plan(opts: StageOptions) -> int:
         fleet, detected = _detect_fleet(opts, console)
         facts, errors, hostvars = dict(detected.facts), detected.errors, fleet.hostvars
         origins = fleet.origins
-    _, plans = _plan(facts, hostvars, catalog, origins)
+    _, plans = _plan(facts, hostvars, catalog, origins, extra_vars=opts.extra_values)
     if opts.json:
         print(json.dumps(rep.plan_document(plans), indent=2))
     else:
@@ -575,7 +598,13 @@ def _apply(opts: StageOptions, console: Console, *, verify: bool = False) -> _Ap
 def _apply_fleet(opts: StageOptions, console: Console, fleet: Fleet) -> _Applied:
     options = opts.ansible  # -K, --ask-vault-pass: asked before detection
     detected = _detect(fleet, console)
-    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
+    policies, plans = _plan(
+        detected.facts,
+        fleet.hostvars,
+        default_catalog(),
+        fleet.origins,
+        extra_vars=opts.extra_values,
+    )
     targets = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
     for host in sorted(h for h in plans if plans[h].blocked):
         console.print(f"[yellow]blocked[/] {host}: {escape('; '.join(plans[host].blockers))}")
@@ -773,7 +802,13 @@ def _multinode(
 def run_validate(opts: StageOptions) -> int:
     console = _console(opts)
     fleet, detected = _detect_fleet(opts, console)
-    policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
+    policies, plans = _plan(
+        detected.facts,
+        fleet.hostvars,
+        default_catalog(),
+        fleet.origins,
+        extra_vars=opts.extra_values,
+    )
     validation = _validation(fleet, fleet.hosts, detected, plans, policies, opts)
     if opts.multinode:
         validation = _multinode(fleet, detected, validation, console)
@@ -795,7 +830,13 @@ def run_verify(opts: StageOptions) -> int:
     early = _start_suite(fleet, opts)
     try:
         detected = _detect(fleet, console)
-        policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
+        policies, plans = _plan(
+            detected.facts,
+            fleet.hostvars,
+            default_catalog(),
+            fleet.origins,
+            extra_vars=opts.extra_values,
+        )
     except BaseException:  # bad input, Ctrl-C: the suite ends, nothing was verified
         _drop_suite(early)
         raise

@@ -22,7 +22,7 @@ from typing import Any
 from .catalog import Catalog
 from .errors import PolicyError
 from .facts import HostFacts, PciDevice
-from .knobs import default_table, role_problems
+from .knobs import default_table, role_problems, templated
 from .planners import HostContext, Notes, RolePlan, planner_for
 from .planners.driver import CUDA_ARCH_DIRS, UpgradePlan, repository
 from .policy import Policy
@@ -151,6 +151,46 @@ def _checked(
     ), problems
 
 
+def _contradictions(
+    roles: Mapping[str, RolePlan],
+    policy: Policy,
+    hostvars: Mapping[str, Any] | None,
+    extra_vars: Mapping[str, Any] | None,
+) -> list[str]:
+    """Planned values that a user's value for the same variable contradicts. -e outranks the
+    plan in Ansible (extra vars beat the plan's host facts), so any -e value that the role
+    reads differently from the plan's is one; an inventory value loses to the plan, so only
+    one the planner does not read as its input (a value it owns: the fabric manager, NVLink5,
+    IMEX) and that the plan overrides is one (the inputs it reads, it decided from)."""
+    table = default_table()
+    problems = []
+    for role in roles.values():
+        for name, planned in role.vars.items():
+            if extra_vars is not None and name in extra_vars:
+                given, where = extra_vars[name], "-e"
+            elif hostvars is not None and name in hostvars and name not in table.policy:
+                given, where = hostvars[name], "the inventory"
+                if policy[name] is None:  # "" and the like: the planner chooses
+                    continue
+            else:
+                continue
+            if given is None or templated(given):
+                continue
+            read, _ = role_problems(table, role.name, {name: given})
+            if read[name] != planned:
+                fix = (
+                    f"drop {name} from -e (set it in the inventory, which the planner reads), "
+                    "or give -e the planned value"
+                    if where == "-e"
+                    else f"remove {name} from the inventory: the planner decides it"
+                )
+                problems.append(
+                    f"{name}={given!r} ({where}) contradicts the plan's {name}={planned!r} "
+                    f"for role {role.name}; fix: {fix}"
+                )
+    return problems
+
+
 def plan_host(
     facts: HostFacts,
     policy: Policy,
@@ -158,10 +198,12 @@ def plan_host(
     *,
     today: dt.date | None = None,
     hostvars: Mapping[str, Any] | None = None,
+    extra_vars: Mapping[str, Any] | None = None,
 ) -> HostPlan:
     """Plan one host. `today` enables end-of-life warnings (None keeps the plan date-free);
-    `hostvars`: the host's inventory variables, which its roles receive under the plan's (read
-    against each role's argument_specs with them)."""
+    `hostvars`: the host's inventory variables (-e's over them), which its roles receive under
+    the plan's (read against each role's argument_specs with them); `extra_vars`: what -e
+    gives, which no planned value may contradict."""
     notes = Notes()
     gpus = sorted(facts.gpus, key=lambda d: d.address)
     models = [catalog.gpu(d.device_id) for d in gpus]
@@ -207,11 +249,13 @@ def plan_host(
     for name, planned in list(ctx.planned.items()):
         ctx.planned[name], found = _checked(planned, policy, hostvars)
         problems += found
+    problems += _contradictions(ctx.planned, policy, hostvars, extra_vars)
     if problems:
         raise PolicyError(
-            "the plan's role inputs are not what the roles accept:\n  " + "\n  ".join(problems),
+            "the plan's role inputs are not what the roles would accept and get:\n  "
+            + "\n  ".join(problems),
             host=facts.host,
-            fix="correct the values named in the inventory (or -e)",
+            fix="as each line says, nothing was changed",
         )
     notes.warnings.extend(f"detection: {e}" for e in facts.errors)
     check_captures(facts, catalog, notes.warnings, notes.blockers)  # orchestrator/sanity.py
@@ -247,12 +291,18 @@ def plan_fleet(
     *,
     today: dt.date | None = None,
     hostvars: Mapping[str, Mapping[str, Any]] | None = None,
+    extra_vars: Mapping[str, Any] | None = None,
 ) -> dict[str, HostPlan]:
     """Plan every host; bad input anywhere raises before any plan is returned. `hostvars`:
-    per host, its inventory variables."""
+    per host, its inventory variables; `extra_vars`: what -e gives (final, every host)."""
     return {
         host: plan_host(
-            facts[host], policies[host], catalog, today=today, hostvars=(hostvars or {}).get(host)
+            facts[host],
+            policies[host],
+            catalog,
+            today=today,
+            hostvars=(hostvars or {}).get(host),
+            extra_vars=extra_vars,
         )
         for host in sorted(facts)
     }

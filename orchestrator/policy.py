@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import PolicyError
-from .knobs import KnobTable, bad_value, default_table, read, unknown_knobs
+from .knobs import KnobTable, bad_value, default_table, read, templated, unknown_knobs
 
 _TABLE = default_table()
 
@@ -127,11 +127,21 @@ def decide(
     """Every knob's value as the planner uses it (`planner`; else as the roles read it,
     with the same rules), and every problem, one line per bad knob."""
     values, problems = read(table, variables, planner=planner)
-    bad = {p.split("=", 1)[0] for p in problems}
     knobs = table.reading(planner)
+    for name in sorted(n for n in table.policy if n in variables and templated(values[n])):
+        # a template the inventory could not resolve (an undefined variable, a fact of the
+        # play): the planner cannot decide from it (the roles would template it, later)
+        problems.append(
+            f"{name}={variables[name]!r} is a template that cannot be resolved from the "
+            "inventory (it names an undefined variable, or a fact known only during the "
+            f"play), and the planner reads {name}; fix: set {name} to a value, or to a "
+            "template of inventory variables"
+        )
+        values[name] = knobs[name].default
+    bad = {p.split("=", 1)[0] for p in problems}
     for name, rule in _RULES.items():
         raw = variables[name] if variables.get(name) is not None else values[name]
-        if name in bad or (isinstance(values[name], str) and "{{" in values[name]):
+        if name in bad or templated(values[name]):
             continue
         try:
             values[name] = rule(values[name], raw)
