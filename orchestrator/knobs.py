@@ -68,10 +68,6 @@ class Knob:
         return " ".join(str(v) for v in value) if isinstance(value, list) else str(value or "")
 
     @property
-    def is_role_input(self) -> bool:
-        return self.owner in ROLE_PREFIXES
-
-    @property
     def expected(self) -> str:
         """What a valid value looks like, for a message."""
         if self.choices:
@@ -95,7 +91,6 @@ _EXPECTED = {
 class KnobTable:
     knobs: Mapping[str, Knob]  # every known variable, as its owner reads it
     policy: Mapping[str, Knob]  # role inputs as the planner reads them (its default, choices)
-    planned: tuple[str, ...]  # role inputs the planner computes for every host
 
     def __getitem__(self, name: str) -> Knob:
         return self.knobs[name]
@@ -190,7 +185,7 @@ def role_problems(
     get, and every one it would refuse, one line each naming the role."""
     knobs = tuple(table.role_knobs(role))
     given = {k.name: variables[k.name] for k in knobs if k.name in variables}
-    values, problems = read(KnobTable({k.name: k for k in knobs}, {}, ()), given, planner=False)
+    values, problems = read(KnobTable({k.name: k for k in knobs}, {}), given, planner=False)
     return values, [f"role {role}: {p}" for p in problems]
 
 
@@ -276,11 +271,7 @@ def load_table(data: Path = DATA, roles_dir: Path = ROLES_DIR) -> KnobTable:
     for name, knob in knobs.items():
         if knob.owner == "gpuprov":
             policy[name] = knob
-    planned = tuple(doc.get("planned") or ())
-    for name in planned:
-        if name not in knobs:
-            raise CatalogError(f"{data}: planned knob {name} is no role input")
-    return KnobTable(knobs, policy, planned)
+    return KnobTable(knobs, policy)
 
 
 @functools.cache

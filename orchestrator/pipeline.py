@@ -423,6 +423,14 @@ def _plan(
     return policies, plans
 
 
+def _plan_detected(
+    opts: StageOptions, fleet: Fleet, detected: Detected
+) -> tuple[dict[str, Policy], dict[str, HostPlan]]:
+    """The detected hosts planned with the fleet's policy and -e's values."""
+    hostvars, origins = fleet.hostvars, fleet.origins
+    return _plan(detected.facts, hostvars, default_catalog(), origins, extra_vars=opts.extra_values)
+
+
 def _write_report(opts: StageOptions, report: rep.RunReport) -> None:
     path = opts.report
     if path:
@@ -598,13 +606,7 @@ def _apply(opts: StageOptions, console: Console, *, verify: bool = False) -> _Ap
 def _apply_fleet(opts: StageOptions, console: Console, fleet: Fleet) -> _Applied:
     options = opts.ansible  # -K, --ask-vault-pass: asked before detection
     detected = _detect(fleet, console)
-    policies, plans = _plan(
-        detected.facts,
-        fleet.hostvars,
-        default_catalog(),
-        fleet.origins,
-        extra_vars=opts.extra_values,
-    )
+    policies, plans = _plan_detected(opts, fleet, detected)
     targets = [h for h in fleet.hosts if h in plans and not plans[h].blocked]
     for host in sorted(h for h in plans if plans[h].blocked):
         console.print(f"[yellow]blocked[/] {host}: {escape('; '.join(plans[host].blockers))}")
@@ -802,13 +804,7 @@ def _multinode(
 def run_validate(opts: StageOptions) -> int:
     console = _console(opts)
     fleet, detected = _detect_fleet(opts, console)
-    policies, plans = _plan(
-        detected.facts,
-        fleet.hostvars,
-        default_catalog(),
-        fleet.origins,
-        extra_vars=opts.extra_values,
-    )
+    policies, plans = _plan_detected(opts, fleet, detected)
     validation = _validation(fleet, fleet.hosts, detected, plans, policies, opts)
     if opts.multinode:
         validation = _multinode(fleet, detected, validation, console)
@@ -830,13 +826,7 @@ def run_verify(opts: StageOptions) -> int:
     early = _start_suite(fleet, opts)
     try:
         detected = _detect(fleet, console)
-        policies, plans = _plan(
-            detected.facts,
-            fleet.hostvars,
-            default_catalog(),
-            fleet.origins,
-            extra_vars=opts.extra_values,
-        )
+        policies, plans = _plan_detected(opts, fleet, detected)
     except BaseException:  # bad input, Ctrl-C: the suite ends, nothing was verified
         _drop_suite(early)
         raise

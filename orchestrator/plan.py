@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .catalog import Catalog
@@ -129,7 +129,7 @@ def _asked(role: Role, policy: Policy) -> bool:
     return role.name in policy["gpuprov_roles"] or bool(knob and policy[knob])
 
 
-def _left_out(role: RolePlan, policy: Policy) -> str:
+def _left_out(role: RolePlan) -> str:
     return (
         f"{role.name} is not in gpuprov_roles, which the inventory sets: left out although "
         f"planned here ({role.reason}); fix: add {role.name} to gpuprov_roles, or leave "
@@ -137,18 +137,13 @@ def _left_out(role: RolePlan, policy: Policy) -> str:
     )
 
 
-def _checked(
-    role: RolePlan, policy: Policy, hostvars: Mapping[str, Any] | None
-) -> tuple[RolePlan, list[str]]:
+def _checked(role: RolePlan, hostvars: Mapping[str, Any] | None) -> tuple[RolePlan, list[str]]:
     """The role's plan with its inputs read as the role reads them (its argument_specs: the
     plan's values over the inventory's), and every value the role would refuse."""
     table = default_table()
     given = {k: v for k, v in (hostvars or {}).items() if k in table.knobs}
     values, problems = role_problems(table, role.name, {**given, **role.vars})
-    typed = {k: values[k] for k in role.vars}
-    return RolePlan(
-        role.name, typed, role.reason, role.change, role.packages, role.packages_line
-    ), problems
+    return replace(role, vars={k: values[k] for k in role.vars}), problems
 
 
 def _contradictions(
@@ -242,12 +237,12 @@ def plan_host(
         if planned is None:
             continue
         if policy.listed and role.name not in listed:
-            notes.warnings.append(_left_out(planned, policy))
+            notes.warnings.append(_left_out(planned))
             continue
         ctx.planned[role.name] = planned
     problems: list[str] = []
     for name, planned in list(ctx.planned.items()):
-        ctx.planned[name], found = _checked(planned, policy, hostvars)
+        ctx.planned[name], found = _checked(planned, hostvars)
         problems += found
     problems += _contradictions(ctx.planned, policy, hostvars, extra_vars)
     if problems:

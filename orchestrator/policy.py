@@ -74,15 +74,6 @@ def _at_least_zero(value: int, raw: Any) -> int | None:
     return value or None
 
 
-def _cuda_major(value: str, raw: Any = None) -> str | None:
-    text = str(value).strip()
-    if text == "":
-        return None
-    if text not in ("11", "12", "13"):
-        raise _Refused('a CUDA major DCGM 4 ships a flavour for: "11", "12", "13", or ""')
-    return text
-
-
 def _ip_addresses(value: list[str], raw: Any) -> tuple[str, ...]:
     """IMEX's node configuration lists the IP addresses of the NVLink domain's trays."""
     nodes = tuple(str(v).strip() for v in value if str(v).strip())
@@ -111,8 +102,6 @@ _RULES: Mapping[str, Callable[[Any, Any], Any]] = {
     "nvidia_container_toolkit_cdi_spec": _absolute,
     "nvidia_container_toolkit_version": lambda value, raw: _automatic(value.strip()),
     "mig_layout": lambda value, raw: _automatic(value.strip()),
-    "dcgm_version": lambda value, raw: _automatic(value.strip()),
-    "dcgm_cuda_major": lambda value, raw: _cuda_major(value),
     "gpuprov_validation_expected_gpus": _count,
     "gpuprov_cuda_version": _quoted(r"\d+\.\d+", 'a quoted CUDA version such as "12.8"'),
     "gpuprov_fabric_instance_type": lambda value, raw: _automatic(value.strip()),

@@ -21,8 +21,9 @@ def plan_dcgm(ctx: HostContext) -> RolePlan | None:
     loaded = facts.loaded_driver
     planned = ctx.planned_var("nvidia_driver", "nvidia_driver_branch")
     branch = int(planned) if planned else (branch_of(loaded.version) if loaded else None)
-    if policy["dcgm_cuda_major"] is not None:
-        major, why = int(policy["dcgm_cuda_major"]), f"dcgm_cuda_major={policy['dcgm_cuda_major']}"
+    major = str(policy["dcgm_cuda_major"] or "").strip()  # "": the driver's
+    if major:
+        why = f"dcgm_cuda_major={major}"
     elif branch is None:
         notes.blockers.append(
             "dcgm is in gpuprov_roles but no driver is planned or loaded to choose DCGM's CUDA "
@@ -36,19 +37,19 @@ def plan_dcgm(ctx: HostContext) -> RolePlan | None:
             for m, floor in ctx.catalog.cuda_compat_min_driver.items()
             if branch >= int(str(floor).split(".")[0])
         ]
-        major = max(majors, default=0)
+        major = str(max(majors, default=0))
         why = f"R{branch} runs CUDA {major}"
         old = sorted({m.arch for m in ctx.known} & DCGM_CUDA12_ARCHS)
-        if major > 12 and old:
-            major, why = 12, f"{'/'.join(old)} GPUs take DCGM's CUDA 12 flavour on R{branch}"
-    notes.blockers.extend(_preflight(ctx, str(major)))
-    version, exporter = policy["dcgm_version"], policy["dcgm_exporter"]
+        if int(major) > 12 and old:
+            major, why = "12", f"{'/'.join(old)} GPUs take DCGM's CUDA 12 flavour on R{branch}"
+    notes.blockers.extend(_preflight(ctx, major))
+    version, exporter = str(policy["dcgm_version"] or "").strip(), policy["dcgm_exporter"]
     port = policy["dcgm_exporter_port"]
     shown = f"; exporter ({exporter}) on port {port}" if exporter != "none" else ""
     reason = f"DCGM 4 {version or '(newest, then held)'} with -cuda{major}: {why}" + shown
     plan = {
-        "dcgm_version": version or "",
-        "dcgm_cuda_major": str(major),
+        "dcgm_version": version,
+        "dcgm_cuda_major": major,
         "dcgm_exporter": exporter,
         "dcgm_exporter_port": port,
     }
@@ -60,7 +61,7 @@ def _preflight(ctx: HostContext, major: str) -> list[str]:
     facts, policy = ctx.facts, ctx.policy
     data = role_data("dcgm", "vars/main.yml")
     problems = []
-    version, epoch = policy["dcgm_version"], data["__dcgm_epoch"]
+    version, epoch = str(policy["dcgm_version"] or "").strip(), data["__dcgm_epoch"]
     if version and not re.fullmatch(rf"({epoch}:)?4\.[0-9]+\.[0-9]+(-[0-9A-Za-z.~+]+)?", version):
         problems.append(
             f'dcgm_version "{version}" is not a DCGM 4 version: the dcgm role installs DCGM 4 '
@@ -75,8 +76,9 @@ def _preflight(ctx: HostContext, major: str) -> list[str]:
         )
     if major not in data["__dcgm_cuda_majors"]:
         problems.append(
-            f"DCGM ships no -cuda{major} flavour (it ships "
-            f"{', '.join(data['__dcgm_cuda_majors'])}); fix: set dcgm_cuda_major to one of those"
+            f"dcgm_cuda_major={major}: DCGM ships no -cuda{major} flavour (it ships "
+            f"{', '.join(data['__dcgm_cuda_majors'])}); fix: set dcgm_cuda_major to one of those, "
+            'or to "" (the driver\'s CUDA major)'
         )
     source = ctx.planned_var("nvidia_driver", "nvidia_driver_source")
     if source == "distribution":

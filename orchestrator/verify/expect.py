@@ -61,29 +61,34 @@ def expectation_from_vars(
     host: str, variables: Mapping[str, Any], *, planned: bool = False
 ) -> Expectation:
     """Build the expectation for one host from its merged inventory + plan variables;
-    `planned`: they hold the host's plan-document entry, which then decides."""
-    if planned:
-        return _from_plan(host, variables)
-    return _from_inventory(host, variables)
-
-
-def _from_plan(host: str, variables: Mapping[str, Any]) -> Expectation:
-    """Every expected value from the plan's variables, read as the roles read them (a role the
-    plan leaves out: its inputs are never checked)."""
-    v, problems = decide(default_table(), variables, planner=False)
-    if "nvidia_driver" in v["gpuprov_roles"] and v["nvidia_driver_branch"] is None:
+    `planned`: they hold the host's plan-document entry, which then decides every value, read
+    as the roles read it (a role the plan leaves out: its inputs are never checked). Without
+    one, the inventory is read as the planner reads it, and what the planner would decide is
+    unknown (None)."""
+    v, problems = decide(default_table(), variables, planner=not planned)
+    if planned and "nvidia_driver" in v["gpuprov_roles"] and v["nvidia_driver_branch"] is None:
         problems.append('nvidia_driver_branch="" in the plan is not a branch number')
     if problems:
         raise bad_policy(host, problems)
-    roles = v["gpuprov_roles"]
-    layout = (v["mig_layout"] or "disabled") if "mig" in roles else None
+
+    def given(name: str) -> Any:
+        """The value when planned or set; None: the planner would decide it."""
+        return v[name] if planned or variables.get(name) is not None else None
+
+    roles, version = v["gpuprov_roles"], v["nvidia_driver_version"]
+    flavour = given("nvidia_driver_flavour")
+    layout = v["mig_layout"]
+    if planned:
+        layout = (layout or "disabled") if "mig" in roles else None
+    major = str(v["dcgm_cuda_major"] or "").strip()
+    dcgm = (v["dcgm_version"] or None, int(major) if major.isdigit() else 0)
     return Expectation(
         host=host,
         roles=roles,
-        driver_branch=v["nvidia_driver_branch"],
-        driver_version=v["nvidia_driver_version"],
-        driver_flavour=v["nvidia_driver_flavour"],
-        fabricmanager=v["nvidia_driver_fabricmanager"],
+        driver_branch=v["nvidia_driver_branch"] or (branch_of(version) if version else None),
+        driver_version=version,
+        driver_flavour=None if flavour == "auto" else flavour,
+        fabricmanager=given("nvidia_driver_fabricmanager"),
         persistenced=v["nvidia_driver_persistenced"],
         driver_state_file=v["nvidia_driver_state_file"],
         toolkit_version=v["nvidia_container_toolkit_version"],
@@ -93,49 +98,9 @@ def _from_plan(host: str, variables: Mapping[str, Any]) -> Expectation:
         mig_layout=layout,
         mig_configs=v["mig_configs"] if layout is not None else None,
         mig=MigPlan.parse(layout, v["mig_configs"], host) if layout is not None else None,
-        dcgm=_dcgm(v) if "dcgm" in roles else None,
-    )
-
-
-def _dcgm(v: Mapping[str, Any]) -> DcgmExpectation:
-    major = str(v["dcgm_cuda_major"] or "").strip()
-    return DcgmExpectation(
-        v["dcgm_version"] or None,
-        int(major) if major.isdigit() else 0,
-        v["dcgm_exporter"],
-        v["dcgm_exporter_port"],
-    )
-
-
-def _from_inventory(host: str, variables: Mapping[str, Any]) -> Expectation:
-    values, problems = decide(default_table(), variables)
-    if problems:
-        raise bad_policy(host, problems)
-
-    def given(name: str) -> Any:
-        """The value when the inventory sets it; None: the planner would decide it."""
-        return values[name] if variables.get(name) is not None else None
-
-    version, branch = values["nvidia_driver_version"], values["nvidia_driver_branch"]
-    layout, configs = values["mig_layout"], values["mig_configs"]
-    flavour = given("nvidia_driver_flavour")
-    return Expectation(
-        host=host,
-        roles=values["gpuprov_roles"],
-        driver_branch=branch or (branch_of(version) if version else None),
-        driver_version=version,
-        driver_flavour=None if flavour == "auto" else flavour,
-        fabricmanager=given("nvidia_driver_fabricmanager"),
-        persistenced=values["nvidia_driver_persistenced"],
-        driver_state_file=values["nvidia_driver_state_file"],
-        toolkit_version=values["nvidia_container_toolkit_version"],
-        cdi_spec=values["nvidia_container_toolkit_cdi_spec"],
-        daemon_json=DOCKER_DAEMON_JSON,
-        gpu_count=values["gpuprov_validation_expected_gpus"],
-        mig_layout=layout,
-        mig_configs=configs if layout is not None else None,
-        mig=MigPlan.parse(layout, configs, host) if layout is not None else None,
-        dcgm=_dcgm(values) if "dcgm" in values["gpuprov_roles"] else None,
+        dcgm=DcgmExpectation(*dcgm, v["dcgm_exporter"], v["dcgm_exporter_port"])
+        if "dcgm" in roles
+        else None,
     )
 
 

@@ -39,8 +39,6 @@ AUTOMATIC = {  # "" (0 for the count): the planner chooses
     "gpuprov_fabric_instance_type",
     "gpuprov_fabric_expected_devices",
     "gpuprov_fabric_link_rate_gbps",
-    "dcgm_version",
-    "dcgm_cuda_major",
 }
 
 # What each reader holds of a knob (the rest it passes on, or does not read): the policy holds
@@ -103,10 +101,9 @@ def ansible_reads(knob: Knob, value: Any) -> tuple[bool, Any]:
     return not result.error_messages, result.validated_parameters.get(knob.name)
 
 
-# "" or blanks: unset, the planner chooses (the automatic knobs; dcgm_cuda_major: from the
-# driver's branch; gpuprov_fabric_instance_type: the device count from the inventory or the
-# host alone)
-BLANK_IS_UNSET = {*AUTOMATIC, "dcgm_cuda_major", "gpuprov_fabric_instance_type"}
+# "" or blanks: unset, the planner chooses (the automatic knobs; gpuprov_fabric_instance_type:
+# the device count from the inventory or the host alone)
+BLANK_IS_UNSET = {*AUTOMATIC, "gpuprov_fabric_instance_type"}
 
 
 def _expected(name: str, value: Any) -> Any:

@@ -85,9 +85,10 @@ def test_no_driver_at_all_blocks_the_host_with_a_fix() -> None:
     assert any("dcgm_cuda_major" in b and "nvidia_driver" in b for b in plan.blockers)
 
 
-@pytest.mark.parametrize(
-    ("knob", "value"), [("dcgm_cuda_major", "14"), ("dcgm_exporter", "sidecar")]
-)
-def test_bad_dcgm_values_are_bad_input(knob: str, value: str) -> None:
-    with pytest.raises(PolicyError, match=knob):
-        load_policy("h200", {"gpuprov_roles": ROLES, knob: value})
+def test_bad_dcgm_values_are_bad_input_or_block_the_host() -> None:
+    with pytest.raises(PolicyError, match="dcgm_exporter"):  # the role's spec refuses it
+        load_policy("h200", {"gpuprov_roles": ROLES, "dcgm_exporter": "sidecar"})
+    # a flavour DCGM does not ship: the role's preflight would refuse it (its vars' list)
+    policy = load_policy("h200", {"gpuprov_roles": ROLES, "dcgm_cuda_major": "14"})
+    plan = plan_host(facts(), policy, CATALOG)
+    assert any(b.startswith("dcgm_cuda_major=14: DCGM ships no -cuda14") for b in plan.blockers)
