@@ -5,6 +5,10 @@ reader (planner, converged-skip, knob table) takes it from there."""
 from __future__ import annotations
 
 import copy
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +108,76 @@ def test_a_row_depending_on_a_later_role_is_refused(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(CatalogError, match="role nvidia_driver"):
         load_roles(path)
+
+
+PASS_THROUGH_ROLE = {  # a role whose inputs the plan does not decide (docs/roles.md)
+    "defaults/main.yml": "---\nexample_tool_message: hello\n",
+    "meta/argument_specs.yml": (
+        "---\nargument_specs:\n  main:\n    short_description: An example\n    options:\n"
+        "      example_tool_message:\n        type: str\n        default: hello\n"
+        "        description: A message.\n"
+    ),
+    "tasks/main.yml": "---\n- name: Say it\n  ansible.builtin.debug:\n    msg: hi\n",
+    "README.md": "Role `example_tool`\n",
+}
+SITE_BLOCK = """    - role: gpuprov.nvidia.example_tool
+      when:
+        - "'example_tool' in gpuprov_roles"
+        - "'example_tool' not in gpuprov_skip_roles | default([])"
+      tags: [example_tool]
+"""
+PLAN_IT = """
+import sys
+from pathlib import Path
+from orchestrator.catalog import default_catalog
+from orchestrator.errors import PolicyError
+from orchestrator.factsdir import load_host
+from orchestrator.parsers import parse_host
+from orchestrator.pipeline import _plan
+facts = {"n1": parse_host("n1", load_host(Path(sys.argv[1])))}
+roles = ["nvidia_driver", "example_tool"]
+_, plans = _plan(facts, {"n1": {"gpuprov_roles": roles}}, default_catalog())
+import orchestrator
+print(orchestrator.__file__)
+print([r.name for r in plans["n1"].roles])
+try:
+    _plan(facts, {"n1": {"gpuprov_roles": roles, "example_tool_mesage": 1}}, default_catalog())
+except PolicyError as e:
+    print(e)
+"""
+
+
+def test_a_pass_through_role_is_its_folder_one_row_and_its_site_block(tmp_path: Path) -> None:
+    """docs/roles.md's count, run: a copy of the collection with a new role added in those
+    three places plans it, checks its inputs' names, and its site.yml agrees with the table."""
+    for part in ("orchestrator", "roles", "playbooks"):
+        shutil.copytree(REPO / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    role = tmp_path / "roles" / "example_tool"
+    for name, text in PASS_THROUGH_ROLE.items():
+        (role / name).parent.mkdir(parents=True, exist_ok=True)
+        (role / name).write_text(text)
+    table = tmp_path / "orchestrator" / "roles.yaml"
+    row = "  - name: example_tool\n    prefix: example_tool_\n    depends_on: []\n"
+    table.write_text(
+        table.read_text().replace("  - name: driver_upgrade\n", row + "  - name: driver_upgrade\n")
+    )
+    site = tmp_path / "playbooks" / "site.yml"
+    site.write_text(
+        site.read_text().replace("      tags: [dcgm]\n", "      tags: [dcgm]\n" + SITE_BLOCK, 1)
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    fixture = REPO / "tests" / "recorded" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
+    done = subprocess.run(
+        [sys.executable, "-c", PLAN_IT, str(fixture)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    copy, planned = done.stdout.splitlines()[:2]
+    assert copy.startswith(str(tmp_path))  # the copy's planner and table, not the checkout's
+    assert planned == "['nvidia_driver', 'example_tool']"
+    assert "did you mean example_tool_message?" in done.stdout
+    play = yaml.safe_load(site.read_text())[0]
+    assert site_disagreements(play, load_roles(table)) == []
