@@ -3,8 +3,9 @@
 An inventory whose host_vars and group_vars contradict the plan: host_vars sets
 `nvidia_driver_flavour: auto` (a valid policy value the planner resolves, not a valid role
 input: the role's argument check refuses it) and `nvidia_driver_branch: ""`; group_vars
-sets `gpuprov_roles` with `mig` (no layout: the planner leaves it out) and
-`nvidia_driver_fabricmanager: false` (the planner turns it on: the p5 profile has NVSwitches).
+sets `gpuprov_roles` with `mig` (no layout: the planner leaves it out). (A value the plan owns,
+such as `nvidia_driver_fabricmanager: false` on a host with NVSwitches, is bad input before
+any change since issue 46: tests/unit/test_one_contract.py.)
 The real site.yml, through `orchestrator.apply.run_playbook` as `provision apply` runs it, in
 check mode and with only the `always` tasks (the plan pre-task and the roles' argument
 checks: cheap, no package is installed), then one more play reports every planned variable
@@ -35,10 +36,7 @@ from orchestrator.lab.running import RunningLab
 
 pytestmark = pytest.mark.lab
 
-GROUP_VARS = {
-    "gpuprov_roles": ["nvidia_driver", "docker", "nvidia_container_toolkit", "mig"],
-    "nvidia_driver_fabricmanager": False,
-}
+GROUP_VARS = {"gpuprov_roles": ["nvidia_driver", "docker", "nvidia_container_toolkit", "mig"]}
 HOST_VARS = {"nvidia_driver_flavour": "auto", "nvidia_driver_branch": ""}
 
 REPORT_PLAY = """\

@@ -147,14 +147,24 @@ def test_e_outranks_the_plan_so_it_is_planned_with_and_never_contradicts_it() ->
     assert plan(real_raw(), extra_vars={"docker_users": ["ci"]}).role("docker")
 
 
-@pytest.mark.parametrize("name", ["nvidia_driver_nvlink5", "nvidia_driver_imex"])
-def test_nvlink5_and_imex_in_an_h100_inventory_never_reach_the_role(name: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "given", "planned"),
+    [
+        ("nvidia_driver_nvlink5", True, False),
+        ("nvidia_driver_imex", True, False),
+        ("nvidia_driver_fabricmanager", False, True),  # the board has NVSwitches
+    ],
+)
+def test_what_the_plan_owns_in_an_h100_inventory_never_reaches_the_role(
+    name: str, given: bool, planned: bool
+) -> None:
     hgx = variant({H100: 8}, (NVSWITCH3, 4))
     with pytest.raises(PolicyError) as err:
-        plan(hgx, **{name: True})
-    assert f"{name}=True (the inventory) contradicts the plan's {name}=False" in str(err.value)
+        plan(hgx, **{name: given})
+    text = f"{name}={given} (the inventory) contradicts the plan's {name}={planned}"
+    assert text in str(err.value)
     driver = plan(hgx).role("nvidia_driver")
-    assert driver is not None and driver.vars[name] is False  # owned: always in the plan
+    assert driver is not None and driver.vars[name] is planned  # owned: always in the plan
 
 
 def _vault(value: str, password: str = "pw") -> str:
