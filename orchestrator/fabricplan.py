@@ -16,6 +16,7 @@ from .fabric import (
     default_fabric,
     efa_devices,
     efa_functions,
+    ib_functions,
     ib_hcas,
     kernel_version,
 )
@@ -135,8 +136,15 @@ def plan_fabric(
             gd = "GPUDirect RDMA off" if mode == "none" else f"GPUDirect RDMA by {mode}: {why}"
             roles.append(("efa", EfaPlan(policy.efa_version, mode), f"{found}: {action}; {gd}"))
     hcas = ib_hcas(facts, cat)
-    if hcas:
-        found = f"{len(hcas)} InfiniBand HCAs ({', '.join(d.name for d in hcas)})"
+    ib_pci = ib_functions(facts, cat)  # a bare host: HCAs on the PCI bus, no RDMA device yet
+    if hcas or ib_pci:
+        found = (
+            f"{len(hcas)} InfiniBand HCAs ({', '.join(d.name for d in hcas)})"
+            if hcas
+            else f"{len(ib_pci)} InfiniBand HCAs on the PCI bus "
+            f"({', '.join(d.address for d in ib_pci[:4])}{', ...' if len(ib_pci) > 4 else ''}), "
+            "no RDMA device yet"
+        )
         unsupported = _no_os_data(facts, "infiniband", found, "left as it is")
         if unsupported:
             warnings.append(unsupported)
@@ -151,7 +159,7 @@ def plan_fabric(
             )
             plan = InfinibandPlan(policy.fabric_infiniband_stack, mode)
             roles.append(("infiniband", plan, f"{found}: {stack}; GPUDirect RDMA by {mode}: {why}"))
-    if policy.fabric_gdrcopy and (functions or devices or hcas):
+    if policy.fabric_gdrcopy and (functions or devices or hcas or ib_pci):
         warnings.append(
             "gpuprov_fabric_gdrcopy=true: GDRCopy is not built by gpuprov yet (every vendor "
             "script builds it from NVIDIA/gdrcopy); nothing installed"

@@ -28,7 +28,14 @@ import yaml
 
 from ..catalog import SAFE_LOADER
 from ..errors import CatalogError
-from ..fabric import FabricCatalog, default_fabric, efa_devices, efa_functions, ib_hcas
+from ..fabric import (
+    FabricCatalog,
+    default_fabric,
+    efa_devices,
+    efa_functions,
+    ib_functions,
+    ib_hcas,
+)
 from ..facts import HostFacts
 from ..result import CheckResult
 from .multinode import SETTINGS_PATH
@@ -97,6 +104,9 @@ def host_net(facts: HostFacts, net: NcclNet, cat: FabricCatalog | None = None) -
         names = [d.name for d in hcas]
         env["NCCL_IB_HCA"] = "=" + ",".join(names)
         return HostNet("infiniband", env, f"{len(names)} InfiniBand HCAs ({', '.join(names)})")
+    functions = ib_functions(facts, cat)
+    if functions:  # HCAs on the PCI bus without an RDMA device: NCCL cannot use them
+        return HostNet("infiniband", env, f"{len(functions)} InfiniBand HCAs with no RDMA device")
     return HostNet("", env, "no EFA or InfiniBand")
 
 
