@@ -129,7 +129,8 @@ def test_the_exporter_double_uses_the_host_engine_only_when_told(
     monkeypatch.setattr(module, "_hostengine_running", lambda: False)
     assert not module.connect([])
     lines = capsys.readouterr().err.splitlines()
-    embedded, remote = "Attempting to initialize DCGM.", "Attempting to connect to remote hostengine at"
+    embedded = "Attempting to initialize DCGM."
+    remote = "Attempting to connect to remote hostengine at"
     assert embedded in recorded and remote in recorded and "Failed to connect" in recorded
     assert lines[0] == embedded
     assert lines[1:4] == [f"{remote} localhost:5555"] * 3

@@ -25,7 +25,7 @@ import yaml
 from roleplay import run_plays, work_dirs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "lab"))
-from aptrepo.graphs import kernel_stanzas, kernels_without_prebuilt  # noqa: E402
+from aptrepo.graphs import kernel_stanzas, kernels_without_prebuilt
 
 # runs ansible-playbook (or ansible-doc / the role's modules) on this machine: the ansible tier
 pytestmark = pytest.mark.ansible
