@@ -1,5 +1,6 @@
 """The multi-node fabric's data (``fabric.yaml`` beside this module) and what a host's NICs
-are: EFA interfaces by their PCI ids, InfiniBand HCAs by their link layer (issue 30).
+are: EFA interfaces by their PCI ids, InfiniBand HCAs by their link layer (issue 30) and, before
+their RDMA devices exist, by their PCI vendor and class (issue 47).
 
 Pure functions over HostFacts; the planner (planners/fabric.py) and fabric health
 (validate/fabric.py) read these, never raw text.
@@ -38,6 +39,8 @@ class FabricCatalog:
     plugin_libraries: tuple[str, ...]
     instance_types: Mapping[str, InstanceType]
     memlock_min_kib: int
+    ib_vendor: int
+    ib_pci_classes: frozenset[int]
     ib_link_layer: str
     ib_state: str
     ib_phys_state: str
@@ -69,6 +72,8 @@ def load_fabric(path: Path = DATA) -> FabricCatalog:
                 for name, body in efa["instance_types"].items()
             },
             memlock_min_kib=int(efa["memlock_min_kib"]),
+            ib_vendor=int(ib["pci_vendor"]),
+            ib_pci_classes=frozenset(int(c) for c in ib["pci_classes"]),
             ib_link_layer=str(ib["link_layer"]),
             ib_state=str(ib["state"]),
             ib_phys_state=str(ib["phys_state"]),
@@ -120,6 +125,24 @@ def ib_hcas(facts: HostFacts, cat: FabricCatalog | None = None) -> tuple[RdmaDev
         d
         for d in facts.fabric.devices
         if d.name not in management and any(p.link_layer == cat.ib_link_layer for p in d.ports)
+    )
+
+
+def ib_functions(facts: HostFacts, cat: FabricCatalog | None = None) -> tuple[PciDevice, ...]:
+    """InfiniBand HCAs on the PCI bus (Mellanox, class InfiniBand controller), whatever driver
+    is bound: present before mlx5_ib registers their RDMA devices. NVLink5 switch management
+    ports (SW_MNG: the NVLink fabric, not the network) are left out."""
+    cat = cat or default_fabric()
+    management = {f.address for f in facts.pci_vpd or () if f.sw_mng}
+    ports = set(facts.nvlink5_ports)
+    if facts.fabric is not None:
+        management |= {d.pci for d in facts.fabric.devices if d.name in ports and d.pci}
+    return tuple(
+        d
+        for d in facts.pci
+        if d.vendor_id == cat.ib_vendor
+        and d.class_code >> 8 in cat.ib_pci_classes
+        and d.address not in management
     )
 
 

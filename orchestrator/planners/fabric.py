@@ -16,6 +16,7 @@ from ..fabric import (
     default_fabric,
     efa_devices,
     efa_functions,
+    ib_functions,
     ib_hcas,
     kernel_version,
 )
@@ -149,9 +150,16 @@ def plan_infiniband(ctx: HostContext, cat: FabricCatalog | None = None) -> RoleP
     facts, policy, warnings = ctx.facts, ctx.policy, ctx.notes.warnings
     cat = cat or default_fabric()
     hcas = ib_hcas(facts, cat)
+    ib_pci = ib_functions(facts, cat)  # a bare host: HCAs on the PCI bus, no RDMA device yet
     role = None
-    if hcas:
-        found = f"{len(hcas)} InfiniBand HCAs ({', '.join(d.name for d in hcas)})"
+    if hcas or ib_pci:
+        found = (
+            f"{len(hcas)} InfiniBand HCAs ({', '.join(d.name for d in hcas)})"
+            if hcas
+            else f"{len(ib_pci)} InfiniBand HCAs on the PCI bus "
+            f"({', '.join(d.address for d in ib_pci[:4])}{', ...' if len(ib_pci) > 4 else ''}), "
+            "no RDMA device yet"
+        )
         unsupported = _no_os_data(facts, "infiniband", found, "left as it is")
         if unsupported:
             warnings.append(unsupported)
@@ -172,7 +180,7 @@ def plan_infiniband(ctx: HostContext, cat: FabricCatalog | None = None) -> RoleP
             role = RolePlan(
                 "infiniband", plan, f"{found}: {stack}; GPUDirect RDMA by {mode}: {why}"
             )
-    detected = efa_functions(facts, cat) or efa_devices(facts, cat) or hcas
+    detected = efa_functions(facts, cat) or efa_devices(facts, cat) or hcas or ib_pci
     if policy["gpuprov_fabric_gdrcopy"] and detected:
         warnings.append(
             "gpuprov_fabric_gdrcopy=true: GDRCopy is not built by gpuprov yet (every vendor "

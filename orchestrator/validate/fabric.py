@@ -25,6 +25,7 @@ from ..fabric import (
     default_fabric,
     efa_devices,
     efa_functions,
+    ib_functions,
     ib_hcas,
     kernel_version,
 )
@@ -265,14 +266,28 @@ def check_efa_plugin(f: FabricInput) -> list[CheckResult]:
 
 
 def check_ib_devices(f: FabricInput) -> list[CheckResult]:
-    if not f.ib or f.is_efa:
+    """The HCAs' RDMA devices against the inventory's count or, without one, the InfiniBand
+    functions on the PCI bus (issue 47: a function without an RDMA device is an HCA the
+    network cannot use; mlx5_ib registers them)."""
+    functions = ib_functions(f.facts, f.catalog)
+    if not (f.ib or functions) or f.is_efa:
         return []
-    if not f.expected_devices:
+    if f.expected_devices:
+        expected, source = f.expected_devices, "gpuprov_fabric_expected_devices"
+    elif functions:
+        expected, source = len(functions), "InfiniBand functions on the PCI bus"
+    else:
         return [CheckResult("ib_devices", "pass", len(f.ib), None, "HCAs")]
-    found, expected = len(f.ib), f.expected_devices
+    found = len(f.ib)
+    bound = {d.pci for d in f.ib}
+    unbound = [d.address for d in functions if d.address not in bound]
+    where = ", ".join(d.name for d in f.ib) or "none"
+    if unbound:
+        more = f" and {len(unbound) - 4} more" if len(unbound) > 4 else ""
+        where += f"; PCI {', '.join(unbound[:4])}{more} without an RDMA device"
     why = (
-        f"{f.host}: {found} of {expected} InfiniBand HCAs "
-        f"({', '.join(d.name for d in f.ib)}); fix: check the HCAs (lspci) and their driver"
+        f"{f.host}: {found} of {expected} InfiniBand HCAs ({source}): {where}; fix: run the "
+        "infiniband role (provision apply: it loads mlx5_ib), check lspci -d 15b3: and dmesg"
     )
     return [verdict("ib_devices", found >= expected, found, expected, "HCAs", why)]
 

@@ -321,10 +321,18 @@ def plan_run(
     return RunPlan(backend, sum(s.count for s in slots), slots, rdv)
 
 
-def host_spec(plan: RunPlan, host: str, settings: Settings) -> dict[str, Any]:
-    """The payload spec for one host's ranks (payload/gpucheck/multinode.py reads it)."""
+def host_spec(
+    plan: RunPlan,
+    host: str,
+    settings: Settings,
+    net_env: Mapping[str, str] | None = None,
+    log_line: str = "",
+) -> dict[str, Any]:
+    """The payload spec for one host's ranks (payload/gpucheck/multinode.py reads it).
+    `net_env` points NCCL at the host's fabric and turns its log on (nccl_net.host_net);
+    the payload sends back the lines of that log that contain `log_line`."""
     slot = plan.slot(host)
-    env: dict[str, str] = {}
+    env: dict[str, str] = dict(net_env or {})
     if plan.backend == "nccl":
         env["NCCL_SOCKET_IFNAME"] = (
             "lo" if plan.rendezvous.loopback else settings.nccl_socket_ifname
@@ -348,6 +356,7 @@ def host_spec(plan: RunPlan, host: str, settings: Settings) -> dict[str, Any]:
             "rendezvous_timeout_s": settings.rendezvous_timeout_s,
             "collective_timeout_s": settings.collective_timeout_s,
             "env": env,
+            "log_line": log_line,
         },
     }
 
@@ -382,6 +391,8 @@ class RunOutcome:
     verdicts: Mapping[str, HostVerdict]
     points: tuple[nccl.SweepPoint, ...]  # rank 0's host's sweep (else any host's)
     blamed: Mapping[str, str] = field(default_factory=dict)  # host -> why, from direct evidence
+    # host -> the lines of NCCL's log naming its network (None: the host sent no document)
+    net_lines: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -498,7 +509,13 @@ def merge_runs(plan: RunPlan, runs: Mapping[str, HostRun], settings: Settings) -
         behind = [h for h, r in ranks.items() if r == least]
         if len(behind) < len(verdicts):
             blamed = {h: verdicts[h].detail for h in behind}
-    return RunOutcome(plan, verdicts, points, blamed)
+    net_lines: dict[str, tuple[str, ...] | None] = {}
+    for h in plan.hosts:
+        doc = runs[h].doc
+        net_lines[h] = (
+            None if doc is None else tuple(str(x) for x in doc.get("nccl_log_lines") or ())
+        )
+    return RunOutcome(plan, verdicts, points, blamed, net_lines)
 
 
 def size_label(n: int) -> str:

@@ -26,8 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from ..facts import HostFacts
 from ..parsers.nccl_tests import parse_nccl_tests
 from ..result import CheckResult, skipped
-from . import isolation, multinode, nccl
+from . import isolation, multinode, nccl, nccl_net
 from .multinode import Backend, HostRun, MultinodeError, RunOutcome, RunPlan, Settings
+from .nccl_net import HostNet, NcclNet
 from .runner import CommandOutput, Executor, parse_payload_output, stage_script
 
 Say = Callable[[str], None]
@@ -71,9 +72,14 @@ def probe_addresses(
 
 
 def launch(
-    plan: RunPlan, executors: Mapping[str, Executor], settings: Settings
+    plan: RunPlan,
+    executors: Mapping[str, Executor],
+    settings: Settings,
+    nets: Mapping[str, HostNet] | None = None,
+    net: NcclNet | None = None,
 ) -> dict[str, HostRun]:
-    """Every host's ranks at once; each session cut at timeout_s + ssh_grace_s."""
+    """Every host's ranks at once; each session cut at timeout_s + ssh_grace_s. `nets`:
+    each host's fabric environment (nccl_net.host_net), `net` the log line to send back."""
     cmd = (
         f"timeout --kill-after=10 {settings.timeout_s} "
         f'{PYTHON} "$d/gpucheck.pyz" --multinode --spec "$d/spec.json"'
@@ -81,7 +87,13 @@ def launch(
     limit = settings.timeout_s + settings.ssh_grace_s
 
     def one(h: str) -> CommandOutput:
-        return _run(executors[h], stage_script(multinode.host_spec(plan, h, settings), cmd), limit)
+        hn = (nets or {}).get(h)
+        spec = multinode.host_spec(
+            plan, h, settings, hn.env if hn else None, net.using_line if net else ""
+        )
+        if net is not None and plan.backend == "gloo":
+            spec["multinode"]["stand_in"] = nccl_net.stand_in(net)
+        return _run(executors[h], stage_script(spec, cmd), limit)
 
     outs = _parallel(plan.hosts, one)
     return {
@@ -103,6 +115,8 @@ def run_collective(
     backend: Backend,
     settings: Settings,
     say: Say | None = None,
+    nets: Mapping[str, HostNet] | None = None,
+    net: NcclNet | None = None,
 ) -> tuple[RunOutcome | None, dict[str, str]]:
     """Addresses, plan, launch, merge for these hosts; hosts that could not take part (with
     why). None when no run could start (the reason is in the dict, under every host)."""
@@ -116,7 +130,8 @@ def run_collective(
         return None, {**missing, **{h: why for h in plan.hosts}}
     if say is not None:
         say(f"multinode: starting {plan.describe()}")
-    return multinode.merge_runs(plan, launch(plan, executors, settings), settings), missing
+    runs = launch(plan, executors, settings, nets, net)
+    return multinode.merge_runs(plan, runs, settings), missing
 
 
 def _pair_round(
@@ -124,13 +139,17 @@ def _pair_round(
     ranks: Mapping[str, int],
     backend: Backend,
     settings: Settings,
+    nets: Mapping[str, HostNet],
+    net: NcclNet,
 ) -> isolation.RunRound:
     def run_round(pairs: Sequence[isolation.Pair]) -> dict[isolation.Pair, isolation.PairResult]:
         out: dict[isolation.Pair, isolation.PairResult] = {}
         lock = threading.Lock()
 
         def one(pair: isolation.Pair) -> None:
-            outcome, missing = run_collective(list(pair), executors, ranks, backend, settings)
+            outcome, missing = run_collective(
+                list(pair), executors, ranks, backend, settings, None, nets, net
+            )
             if outcome is None or missing:
                 res = isolation.PairResult(
                     pair, False, None, "; ".join(f"{h} {w}" for h, w in missing.items())
@@ -327,7 +346,9 @@ def validate_fleet(
         for h in hosts
     }
     say(f"multinode: {label}, {len(hosts)} hosts, deadline {settings.timeout_s} s")
-    outcome, left_out = run_collective(hosts, executors, ranks, backend, settings, say)
+    net = nccl_net.load_nccl_net()
+    nets = {h: nccl_net.host_net(facts[h], net) for h in hosts}
+    outcome, left_out = run_collective(hosts, executors, ranks, backend, settings, say, nets, net)
     for h, why in left_out.items():
         say(f"multinode: {h} left out: {why}")
     iso = None
@@ -343,7 +364,7 @@ def validate_fleet(
         if not outcome.passed and len(answered) >= 2 and not outcome.environment_failure:
             iso = isolation.isolate(
                 answered,
-                _pair_round(executors, ranks, backend, settings),
+                _pair_round(executors, ranks, backend, settings, nets, net),
                 settings.slow_pair_fraction,
             )
             say(
@@ -361,6 +382,11 @@ def validate_fleet(
         gpu_name=gpu_name,
         gpus_per_host=len(first.smi_gpus),
     )
+    if outcome is not None:
+        for h in outcome.plan.hosts:
+            lines = outcome.net_lines.get(h)
+            seen = None if lines is None else nccl_net.networks_in_log(lines, net)
+            out[h].append(nccl_net.judge(h, nets[h], seen, net))
     if outcome is not None and backend == "nccl":
         out[outcome.plan.rendezvous.master] += nccl_tests_mpi(outcome, executors, settings)
     elif outcome is not None:

@@ -1,8 +1,12 @@
 """The infiniband role (the distribution's stack) and InfiniBand fabric health on a lab host
 with SIMULATED InfiniBand HCAs (issue 30).
 
-Lab of its own: one Debian 12 host, profile hgx-h100-ib (8 simulated 400G HCAs mlx5_ib0..7,
-tests/lab/gpusim/gpusim/ib.py). Real here: the planner on the probed host, apt installing
+Lab of its own: one Debian 12 host, profile hgx-h100-ib-bare (issue 47: 8 simulated 400G
+ConnectX-7 functions on the PCI bus, and no RDMA device until mlx5_ib is loaded; then
+mlx5_ib0..7, tests/lab/gpusim/gpusim/ib.py). The planner finds the HCAs on the PCI bus, fabric
+health fails them before the role ran (functions without an RDMA device), the role loads
+mlx5_ib (now and at boot), then fabric health passes. Real here: the planner on the probed
+host, apt installing
 Debian's rdma-core, ibverbs-utils, infiniband-diags and perftest, the role's idempotence, and
 Debian's own `ibstatus` reading the simulated ports (its output parsed by gpuprov's parser);
 `provision validate` over SSH. DOCA-OFED is not exercised (no repository double); nothing runs
@@ -29,7 +33,7 @@ from aptrepo.converge import Run, converge
 
 pytestmark = pytest.mark.lab
 
-PROFILE = "hgx-h100-ib"
+PROFILE = "hgx-h100-ib-bare"
 BIN = Path(sys.executable).parent
 STACK = {"infiniband_stack": "distribution"}
 
@@ -67,8 +71,20 @@ def planned(lab: RunningLab, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 
 
 @pytest.fixture(scope="module")
+def bare_health(lab: RunningLab, tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
+    """Fabric health before the role ran: the HCAs are only on the PCI bus."""
+    (host,) = lab.hosts
+    _, report = provision(lab, tmp_path_factory.mktemp("bare"), "validate")
+    checks = report["hosts"][host]["validation"]["checks"]
+    return [c for c in checks if c["name"].startswith("ib_")]
+
+
+@pytest.fixture(scope="module")
 def converged(
-    lab: RunningLab, planned: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+    lab: RunningLab,
+    planned: dict[str, Any],
+    bare_health: list[Any],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[Run, Run]:
     work = tmp_path_factory.mktemp("ib")
     role = next(r for r in planned["roles"] if r["name"] == "infiniband")
@@ -82,7 +98,30 @@ def test_the_planner_plans_the_role_on_the_probed_hcas(planned: dict[str, Any]) 
     role = next((r for r in planned["roles"] if r["name"] == "infiniband"), None)
     assert role is not None, planned
     assert role["vars"] == {"infiniband_stack": "distribution", "infiniband_gpudirect": "dmabuf"}
-    assert role["reason"].startswith("8 InfiniBand HCAs (mlx5_ib0, mlx5_ib1"), role
+    assert role["reason"].startswith("8 InfiniBand HCAs on the PCI bus (0000:30:00.0, "), role
+    assert "no RDMA device yet" in role["reason"], role
+
+
+def test_before_the_role_fabric_health_names_the_hcas_without_a_device(
+    lab: RunningLab, bare_health: list[Any]
+) -> None:
+    (host,) = lab.hosts
+    (devices,) = [c for c in bare_health if c["name"] == "ib_devices"]
+    assert (devices["status"], devices["value"], devices["limit"]) == ("fail", 0, 8), devices
+    assert devices["diagnosis"].startswith(
+        f"{host}: 0 of 8 InfiniBand HCAs (InfiniBand functions on the PCI bus): none; PCI "
+        "0000:30:00.0"
+    ), devices
+
+
+def test_the_role_loads_mlx5_ib_now_and_at_boot(
+    lab: RunningLab, converged: tuple[Run, Run]
+) -> None:
+    (host,) = lab.hosts
+    assert lab.ssh(host, "cat /etc/modules-load.d/gpuprov-mlx5-ib.conf").stdout == "mlx5_ib\n"
+    # the lab's kernel has no /proc/modules: the module shows as the devices it registers
+    listed = lab.ssh(host, "ls /sys/class/infiniband").stdout.split()
+    assert listed == [f"mlx5_ib{n}" for n in range(8)], listed
 
 
 def test_converges_then_changes_nothing(lab: RunningLab, converged: tuple[Run, Run]) -> None:

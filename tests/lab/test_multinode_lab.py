@@ -8,7 +8,13 @@ this machine and mounted read-only into each host (orchestrator/lab/torchdir.py)
 
 1. The collective passes on every host, ranks on every host, over the lab network (not
    loopback), values checked, bandwidth reported and not judged.
-2. A host killed mid-run (`docker kill` of its container once its ranks are running) is named
+2. NCCL's network (issue 47): the hosts are InfiniBand hosts (profile hgx-h100-ib, 8
+   simulated HCAs each), so each rank is pointed at its HCAs (NCCL_IB_HCA) and NCCL's log is
+   read back; the CPU stand-in writes NCCL's "Using network" line for the network NCCL would
+   take there (validate/payload/gpucheck/multinode.py stand_in_network). With every HCA
+   ACTIVE that is IB and `multinode_transport` passes; with one host's HCAs down
+   (`gpusim ib down`) NCCL would fall back to TCP sockets, and that host fails in one line.
+3. A host killed mid-run (`docker kill` of its container once its ranks are running) is named
    with what was seen; the other hosts are cleared by a pairwise run and keep every result.
 """
 
@@ -30,7 +36,7 @@ from orchestrator.lab.running import RunningLab, attach
 pytestmark = pytest.mark.lab
 
 BIN = Path(sys.executable).parent
-PROFILE = "p5.48xlarge"
+PROFILE = "hgx-h100-ib"  # 8x H100 and 8 simulated InfiniBand HCAs (issue 47)
 COUNT = 3
 LABEL = "simulated: CPU gloo collective, no GPU"
 
@@ -125,7 +131,39 @@ def test_collective_passes_across_lab_hosts(mnlab: RunningLab, tmp_path: Path) -
         assert values["status"] == "pass" and values["value"] == 0
         bw = _one(checks[h], "multinode_allreduce")
         assert bw["status"] == "skip" and LABEL in bw["diagnosis"] and bw["value"] > 0
+        transport = _one(checks[h], "multinode_transport")
+        assert (transport["status"], transport["value"]) == ("pass", "IB"), transport
     assert _one(checks[names[0]], "nccl_tests_multinode")["status"] == "skip"
+
+
+def test_a_host_whose_nccl_would_run_over_sockets_fails_in_one_line(
+    mnlab: RunningLab, tmp_path: Path
+) -> None:
+    names = sorted(mnlab.ports)
+    tcp = names[1]
+    faults = " && ".join(f"gpusim ib down on --device {n}" for n in range(8))
+    done = mnlab.ssh(tcp, faults)
+    assert done.returncode == 0, done.stderr
+    try:
+        report = tmp_path / "report.json"
+        proc = subprocess.run(
+            _provision(mnlab, report), capture_output=True, text=True, check=False, timeout=600
+        )
+        _show(proc.stdout + proc.stderr, report)
+    finally:
+        mnlab.ssh(tcp, faults.replace(" on ", " off "))
+    assert proc.returncode == 1
+    checks = _checks(report)
+    bad = _one(checks[tcp], "multinode_transport")
+    assert bad["status"] == "fail" and bad["value"] == "Socket", bad
+    assert bad["diagnosis"].startswith(
+        f"{tcp}: NCCL ran over TCP sockets (NET/Socket), not the InfiniBand HCAs (NET/IB"
+    )
+    assert "\n" not in bad["diagnosis"]
+    for h in (names[0], names[2]):
+        assert _one(checks[h], "multinode_transport")["status"] == "pass"
+    # the collective itself ran: only the transport is wrong
+    assert _one(checks[tcp], "multinode_allreduce_values")["status"] == "pass"
 
 
 def _ranks_running(container: str) -> bool:

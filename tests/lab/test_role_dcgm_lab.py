@@ -178,6 +178,16 @@ def test_dcgm3_was_replaced_by_pinned_held_dcgm4(dcgm_lab: DcgmLab) -> None:
     )
 
 
+def test_the_exporter_uses_nvidia_dcgms_host_engine(dcgm_lab: DcgmLab) -> None:
+    """dcgm.exporter.remote_hostengine: the exporter connects to the running nv-hostengine
+    (the double logs the real exporter's line and exits 1 when none runs) instead of an
+    embedded DCGM of its own, which the packaged unit alone would start."""
+    log = dcgm_lab.sh("cat /var/log/dcgm-exporter.log")
+    assert "Attempting to connect to remote hostengine at localhost:5555" in log
+    assert "Attempting to initialize DCGM." not in log
+    assert dcgm_lab.sh("systemctl is-active nvidia-dcgm-exporter").strip() == "active"
+
+
 def test_verify_passes_the_dcgm_checks(dcgm_lab: DcgmLab) -> None:
     _, report = provision(dcgm_lab.lab, "verify")
     verification = report["hosts"][dcgm_lab.host]["verification"]

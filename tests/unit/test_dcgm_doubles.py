@@ -110,3 +110,28 @@ def test_the_exporter_double_serves_every_default_counter(tmp_path: Path) -> Non
     for name in names:
         assert f'{name}{{gpu="1",UUID="GPU-b"}} 0' in text
     assert "simulated" in text.splitlines()[0]
+
+
+def test_the_exporter_double_uses_the_host_engine_only_when_told(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """dcgm.exporter.remote_hostengine: -r or its env connects to the running nv-hostengine
+    (exit 1 without one); neither: the exporter's own embedded DCGM. The log lines are the
+    real exporter's, as recorded."""
+    module = load_module("dcgm_exporter_double", REPO / "tests/lab/aptrepo/payload/dcgm-exporter")
+    recorded = REF["dcgm"]["exporter"]["remote_hostengine"]
+    monkeypatch.delenv("DCGM_REMOTE_HOSTENGINE_INFO", raising=False)
+    monkeypatch.setattr(module, "_hostengine_running", lambda: True)
+    assert module.connect(["-f", "x.csv"])
+    assert module.connect(["-r", "localhost:5555"])
+    monkeypatch.setenv("DCGM_REMOTE_HOSTENGINE_INFO", "localhost:5555")
+    assert module.connect([])
+    monkeypatch.setattr(module, "_hostengine_running", lambda: False)
+    assert not module.connect([])
+    lines = capsys.readouterr().err.splitlines()
+    embedded = "Attempting to initialize DCGM."
+    remote = "Attempting to connect to remote hostengine at"
+    assert embedded in recorded and remote in recorded and "Failed to connect" in recorded
+    assert lines[0] == embedded
+    assert lines[1:4] == [f"{remote} localhost:5555"] * 3
+    assert lines[4].startswith("Failed to connect to remote hostengine")

@@ -121,3 +121,33 @@ def test_simulated_infiniband_hcas_probe_plan_and_health(tmp_path: Path) -> None
     results = run_fabric(fabric_input(parse_host("ib", probed(host))))
     (bad,) = [r for r in results if r.status == "fail"]
     assert bad.diagnosis.startswith("ib: InfiniBand device mlx5_ib5 port 1 at 200 Gb/s")
+
+
+def test_a_bare_infiniband_host_gets_the_role_and_its_devices_once_mlx5_ib_loads(
+    tmp_path: Path,
+) -> None:
+    """Profile hgx-h100-ib-bare (issue 47): ConnectX-7 functions of class 0x0207 on the PCI
+    bus, no RDMA device until mlx5_ib is loaded (by modprobe, or at boot from
+    /etc/modules-load.d, what the infiniband role writes)."""
+    host = SimHost.create(tmp_path, "hgx-h100-ib-bare")
+    host.boot()
+    facts = parse_host("ib", probed(host))
+    assert facts.errors == () and facts.fabric is not None and facts.fabric.devices == ()
+    hcas = [d for d in facts.pci if d.vendor_id == 0x15B3]
+    assert len(hcas) == 8 and {(d.device_id, d.class_code) for d in hcas} == {(0x1021, 0x020700)}
+    plan = plan_host(facts, load_policy("ib", {}), default_catalog())
+    ib = next(r for r in plan.roles if r.name == "infiniband")
+    assert ib.reason.startswith("8 InfiniBand HCAs on the PCI bus (0000:30:00.0,")
+    (bad,) = [r for r in run_fabric(fabric_input(facts)) if r.status == "fail"]
+    assert bad.name == "ib_devices" and "without an RDMA device" in bad.diagnosis
+    assert host.modprobe("mlx5_ib").code == 0
+    facts = parse_host("ib", probed(host))
+    assert facts.fabric is not None and len(facts.fabric.devices) == 8
+    assert [r for r in run_fabric(fabric_input(facts)) if r.status == "fail"] == []
+    assert host.modprobe("-r", "mlx5_ib").code == 0
+    conf = host.root / "etc/modules-load.d/gpuprov-mlx5-ib.conf"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text("mlx5_ib\n")
+    host.boot()  # the next boot loads it from modules-load.d
+    assert "mlx5_ib" in (host.root / "proc/modules").read_text().split()
+    assert len(list((host.root / "sys/class/infiniband").glob("mlx5_ib*"))) == 8

@@ -32,7 +32,6 @@ def test_units_port_and_image_are_the_references() -> None:
     assert VARS["__dcgm_exporter_host_unit"] in REF["exporter"]["host_service"]
     assert VARS["__dcgm_exporter_container_unit"] in REF["exporter"]["deepops_idiom"]
     assert f":{DEFAULTS['dcgm_exporter_port']}" in REF["exporter"]["listen_default"]
-    assert f":{VARS['__dcgm_exporter_container_port']}" in REF["exporter"]["listen_default"]
     image = DEFAULTS["dcgm_exporter_image"]
     name, tag = image.split("/", 1)[1].rsplit(":", 1)
     assert name in REF["exporter"]["container_image"] and tag in REF["exporter"]["container_image"]
@@ -49,3 +48,23 @@ def test_opt_in_and_after_the_driver() -> None:
     roles = yaml.safe_load((REPO / "orchestrator/roles.yaml").read_text())["roles"]
     row = next(r for r in roles if r["name"] == "dcgm")
     assert row["default"] is False and row["depends_on"] == ["nvidia_driver"]
+
+
+def test_the_exporter_uses_the_running_host_engine_in_both_modes() -> None:
+    """dcgm.exporter.remote_hostengine: without -r or DCGM_REMOTE_HOSTENGINE_INFO the exporter
+    starts an embedded DCGM beside nvidia-dcgm's; the packaged unit sets neither."""
+    exporter = REF["exporter"]
+    address = VARS["__dcgm_hostengine_address"]
+    assert f"Value {address}" in str(exporter["source"]["remote_hostengine"])
+    assert address.endswith(":" + exporter["hostengine_port"].split()[0])
+    assert "-r" not in exporter["host_service"]  # as packaged: embedded
+    env = "DCGM_REMOTE_HOSTENGINE_INFO={{ __dcgm_hostengine_address }}"
+    assert "DCGM_REMOTE_HOSTENGINE_INFO" in exporter["remote_hostengine"]
+    host = yaml.safe_load((ROLE / "tasks/exporter-host.yml").read_text())
+    dropin = next(t for t in host if "ansible.builtin.copy" in t)["ansible.builtin.copy"]
+    assert f"Environment={env}" in dropin["content"].splitlines()
+    unit = (ROLE / "templates/docker.dcgm-exporter.service.j2").read_text()
+    start = next(ln for ln in unit.splitlines() if ln.startswith("ExecStart="))
+    # the host engine listens on the host's localhost: the container shares the host's network
+    assert f"-e {env}" in start and "--network host" in start
+    assert "-e DCGM_EXPORTER_LISTEN=:{{ dcgm_exporter_port }}" in start

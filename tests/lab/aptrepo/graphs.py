@@ -348,7 +348,7 @@ def canonical_replay(os_key: str) -> list[Package]:
                 )
             )
         stanzas += _prebuilt(branch, published, series, repo)
-    stanzas += _kernels(repo)
+    stanzas += kernel_stanzas(repo)
     name, example = _also_in_cuda("dkms")
     stanzas.append(
         _stanza(
@@ -371,15 +371,25 @@ def kernels() -> dict[str, dict[str, str]]:
     }
 
 
-def _kernels(repo: str) -> list[Package]:
+def kernels_without_prebuilt() -> dict[str, dict[str, str]]:
+    """Kernels the replay carries with no prebuilt NVIDIA module (none recorded for them)."""
+    return {
+        str(k): {a: str(b) for a, b in v.items()}
+        for k, v in ref.selection()["replay"]["kernels_without_prebuilt"].items()
+    }
+
+
+def kernel_stanzas(repo: str) -> list[Package]:
+    """linux-image-<abi>-<flavour> and linux-headers-<abi>-<flavour> of every replay kernel."""
     origin = Origin(
         (
             "canonical_archive.exact_version_coupling.prebuilt_abi_package_515",
             "canonical_archive.prebuilt_modules.flavour_meta_depends_example",
+            "canonical_archive.nvidia_kernels",
         )
     )
     stanzas = []
-    for flavour, kernel in kernels().items():
+    for flavour, kernel in (kernels() | kernels_without_prebuilt()).items():
         abi = f"{kernel['abi']}-{flavour}"
         for pattern in ("linux-image-{}", "linux-headers-{}"):
             stanzas.append(_stanza(pattern.format(abi), kernel["version"], repo, origin))

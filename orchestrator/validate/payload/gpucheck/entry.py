@@ -195,8 +195,12 @@ def run_multinode(spec: dict[str, Any], emitter: Emitter | None = None) -> dict[
     mn = spec["multinode"]
     if mn.get("backend") == "nccl" and not spec.get("nvls"):
         os.environ.update(NVLS_OFF)
-    os.environ.update({str(k): str(v) for k, v in (mn.get("env") or {}).items()})
+    env = {str(k): str(v) for k, v in (mn.get("env") or {}).items()}
+    if env.get("LD_LIBRARY_PATH") and os.environ.get("LD_LIBRARY_PATH"):
+        env["LD_LIBRARY_PATH"] += ":" + os.environ["LD_LIBRARY_PATH"]  # the fabric's first
+    os.environ.update(env)
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    log_dir = multinode.start_nccl_log(env)
     doc: dict[str, Any] = {
         "payload": "gpucheck",
         "mode": "multinode",
@@ -225,6 +229,8 @@ def run_multinode(spec: dict[str, Any], emitter: Emitter | None = None) -> dict[
     doc["sweep"] = sweep
     doc["worker_timing_s"] = {str(k): v for k, v in sorted(timings.items())}
     doc["deadline_hit"] = any(r["name"] == "payload_deadline" for r in results)
+    if log_dir is not None:
+        doc["nccl_log_lines"] = multinode.collect_nccl_log(log_dir, str(mn.get("log_line") or ""))
     return _done(doc, started, watchdog)
 
 

@@ -8,6 +8,12 @@ Each local rank is one worker process (workers.run_workers: its messages, its de
 kill of what is left), and every rank runs the same exact-value sweep as the single-node
 check (allreduce.allreduce_sweep), so a wrong sum is seen wherever it happens.
 
+NCCL's own log says which network it took ("Using network <name>"): where the orchestrator
+asks for it (NCCL_DEBUG in the spec's env), `start_nccl_log` points NCCL_DEBUG_FILE at a
+directory of this run and `collect_nccl_log` sends back the lines naming the network. The CPU
+stand-in (gloo, the lab) writes that line itself, naming the network NCCL would take on this
+host (`stand_in_network`), so the lab's fabric hosts are judged the same way.
+
 `addresses()` is the step before: what this host is (machine id, boot id) and its IPv4
 interfaces, plus a TCP port free here now, for the rendezvous (standard library only: it runs
 before anyone knows whether torch is there).
@@ -16,9 +22,12 @@ before anyone knows whether torch is there).
 from __future__ import annotations
 
 import fcntl
+import glob
 import os
+import shutil
 import socket
 import struct
+import tempfile
 from typing import Any
 
 from .allreduce import allreduce_sweep
@@ -69,6 +78,8 @@ def worker(
             world_size=int(mn["world"]),
             timeout=datetime.timedelta(seconds=float(mn["collective_timeout_s"])),
         )
+        if mn["backend"] != "nccl":
+            stand_in_log(stand_in_network(mn.get("stand_in") or {}), mn.get("log_line") or "")
         rep.phase("allreduce_sweep")
         allreduce_sweep(
             torch,
@@ -122,3 +133,74 @@ def addresses() -> dict[str, Any]:
         "free_port": port,
         "pid": os.getpid(),
     }
+
+
+# --- NCCL's log of the network it took ------------------------------------------------------
+
+
+def start_nccl_log(env: dict[str, str]) -> str | None:
+    """Where NCCL asked for its INFO log (NCCL_DEBUG in the spec's env): a directory of this
+    run for NCCL_DEBUG_FILE (%h hostname, %p pid: one file per rank process)."""
+    if not env.get("NCCL_DEBUG"):
+        return None
+    path = tempfile.mkdtemp(prefix="gpuprov-nccl-log.")
+    os.environ["NCCL_DEBUG_FILE"] = os.path.join(path, "nccl.%h.%p")
+    return path
+
+
+def collect_nccl_log(path: str, needle: str, limit: int = 64) -> list[str]:
+    """The distinct lines of the ranks' logs that contain `needle`; the directory removed."""
+    found: dict[str, None] = {}
+    try:
+        for name in sorted(glob.glob(os.path.join(path, "nccl.*"))):
+            with open(name, encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    if needle and needle in line and len(found) < limit:
+                        found[line.rstrip("\n").split(" ", 1)[-1]] = None
+    except OSError:
+        pass
+    shutil.rmtree(path, ignore_errors=True)
+    return list(found)
+
+
+def _active_hcas(root: str = "/sys/class/infiniband") -> list[str]:
+    out = []
+    for dev in sorted(glob.glob(os.path.join(root, "*"))):
+        for state in glob.glob(os.path.join(dev, "ports", "*", "state")):
+            try:
+                with open(state, encoding="utf-8") as fh:
+                    if "ACTIVE" in fh.read():
+                        out.append(os.path.basename(dev))
+                        break
+            except OSError:
+                continue
+    return out
+
+
+def stand_in_network(stand_in: dict[str, Any], root: str = "/sys/class/infiniband") -> str:
+    """The network NCCL would take on this host, for the CPU stand-in. NCCL's order: an
+    external net plugin, then its own IB, then Socket (NVIDIA/nccl src/plugin/net.cc); a
+    plugin library (`stand_in["plugin_libraries"]`, named `plugin_name`) on the library
+    path; IB where an HCA that NCCL_IB_HCA allows has an ACTIVE port (NCCL's IB skips the
+    others); else Socket."""
+    for directory in filter(None, os.environ.get("LD_LIBRARY_PATH", "").split(":")):
+        for lib in stand_in.get("plugin_libraries") or ():
+            if os.path.exists(os.path.join(directory, str(lib))):
+                return str(stand_in.get("plugin_name") or "plugin")
+    allowed = os.environ.get("NCCL_IB_HCA", "").lstrip("=")
+    names = [n for n in allowed.split(",") if n]
+    active = _active_hcas(root)
+    if any(not names or n in names for n in active):
+        return str(stand_in.get("ib_name") or "IB")
+    return str(stand_in.get("socket_name") or "Socket")
+
+
+def stand_in_log(network: str, needle: str) -> None:
+    """Writes NCCL's line for the network, in NCCL's layout, where NCCL would write it."""
+    path = os.environ.get("NCCL_DEBUG_FILE")
+    if not path or not needle:
+        return
+    host, pid = socket.gethostname(), os.getpid()
+    path = path.replace("%h", host).replace("%p", str(pid))
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(f"{host}:{pid}:{pid} [0] {needle}{network}\n")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from gpusim import driver as drv
-from gpusim import efa, kernel, kmod, nvlink5
+from gpusim import efa, ib, kernel, kmod, nvlink5
 from gpusim.faults import xid_line
 from gpusim.paths import Paths
 from gpusim.runtime import Host, host_session, uptime
@@ -140,6 +140,7 @@ def boot(paths: Paths | None = None) -> Host:
                 nvlink5.mount_class(paths)
             nvlink5.boot(host)
             efa.boot(host)
+            ib.boot(host)
         if drv.installed_module(paths) is not None and not blacklisted(paths):
             kmod.load(host, "nvidia")  # udev loads it for the GPUs' modalias at boot
         for position_text, xid in host.state.xid_codes.items():  # the fault is still there

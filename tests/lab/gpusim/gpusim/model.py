@@ -105,6 +105,7 @@ class Profile:
     efa_rate_gbps: int = 100  # each port's rate
     ib_hcas: int = 0  # simulated InfiniBand HCAs (gpusim/ib.py)
     ib_rate_gbps: int = 400
+    ib_bare: bool = False  # the HCAs' RDMA devices only while mlx5_ib is loaded (gpusim/ib.py)
 
     @property
     def has_nvswitch(self) -> bool:
@@ -266,4 +267,5 @@ def load_profile(path: Path) -> Profile:
         efa_rate_gbps=int(str(data.get("efa_rate_gbps", 100))),
         ib_hcas=int(str(data.get("ib_hcas", 0))),
         ib_rate_gbps=int(str(data.get("ib_rate_gbps", 400))),
+        ib_bare=bool(data.get("ib_bare", False)),
     )

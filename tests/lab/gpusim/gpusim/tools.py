@@ -61,9 +61,10 @@ def modprobe(argv: Sequence[str]) -> int:
 
 
 def _modprobe_nvlink5(names: Sequence[str], remove: bool) -> int:
-    """mlx5_core / ib_umad: simulated on NVLink5 profiles, the real modprobe elsewhere."""
+    """mlx5_core / mlx5_ib / ib_umad: simulated on NVLink5 and bare InfiniBand profiles, the
+    real modprobe elsewhere."""
     with host_session(Paths.from_env()) as host:
-        simulated = nvlink5.enabled(host)
+        simulated = nvlink5.enabled(host) or ib.bare(host)
         for name in names if simulated else []:
             module = nvlink5.canonical(name)
             assert module is not None

@@ -1,0 +1,101 @@
+"""With DOCA-OFED the infiniband role rebuilds NVIDIA's DKMS module after DOCA and records the
+reboot DOCA needs (issue 47 item 5; tasks/doca-driver.yml, Azure's order and rebuild command
+cited there).
+
+The role's task file runs with real ansible-playbook on local fake hosts; `dkms` is a
+stand-in on PATH that prints one `dkms status` line of NVIDIA's module (the format DKMS 3
+prints: "<module>/<version>, <kernel>, <arch>: installed") and logs every call, so the test
+sees exactly which DKMS commands the role ran."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from roleplay import run_plays, work_dirs
+
+pytestmark = pytest.mark.ansible
+
+ROLE = Path(__file__).resolve().parents[2] / "roles" / "infiniband"
+KERNEL = "6.8.0-45-generic"
+CASES = {"doca_installed": True, "doca_unchanged": False, "rebooted": False}
+STAND_IN = """#!/bin/sh
+echo "$*" >> "$DKMS_LOG"
+[ "$1" = status ] && echo "nvidia/580.159.04, {kernel}, x86_64: installed"
+exit 0
+"""
+
+_RECORD = """\
+- name: Record what the role decided
+  gpuprov_test_record:
+    dest: "{{ out }}/{{ inventory_hostname }}.json"
+    content: "{{ {'required': infiniband_reboot_required} | to_json }}"
+"""
+
+
+@pytest.fixture(scope="module")
+def ran(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    work, out = work_dirs(tmp_path_factory, "doca_driver")
+    bin_dir = work / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "dkms").write_text(STAND_IN.format(kernel=KERNEL))
+    (bin_dir / "dkms").chmod(0o755)
+    (out / "rebooted.reboot").write_text("a-boot-before-this-one\n")  # DOCA installed then
+    plays = [
+        {
+            "name": case,
+            "hosts": case,
+            "gather_facts": False,
+            "vars_files": [str(ROLE / "vars" / "main.yml")],
+            "vars": {
+                "ansible_facts": {"kernel": KERNEL},
+                "out": str(out),
+                "infiniband_reboot_required_file": str(out / f"{case}.reboot"),
+                "__infiniband_doca_install": {"changed": changed},
+            },
+            "environment": {
+                "PATH": f"{bin_dir}:{os.environ['PATH']}",
+                "DKMS_LOG": str(out / f"{case}.dkms"),
+            },
+            "tasks": [
+                {
+                    "name": "Run the role's task file",
+                    "ansible.builtin.include_tasks": str(ROLE / "tasks" / "doca-driver.yml"),
+                },
+                *yaml.safe_load(_RECORD),
+            ],
+        }
+        for case, changed in CASES.items()
+    ]
+    run_plays(work, CASES, plays)
+    return out
+
+
+def test_a_new_doca_rebuilds_nvidias_module_for_the_running_kernel(ran: Path) -> None:
+    calls = (ran / "doca_installed.dkms").read_text().splitlines()
+    assert calls == [
+        "status -m nvidia",
+        f"install --force -m nvidia -v 580.159.04 -k {KERNEL}",
+    ]
+
+
+def test_a_new_doca_is_recorded_as_waiting_for_a_reboot_of_this_boot(ran: Path) -> None:
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text()
+    assert (ran / "doca_installed.reboot").read_text() == boot
+    assert json.loads((ran / "doca_installed.json").read_text()) == {"required": True}
+
+
+def test_an_unchanged_doca_rebuilds_nothing_and_needs_no_reboot(ran: Path) -> None:
+    assert not (ran / "doca_unchanged.dkms").exists()
+    assert not (ran / "doca_unchanged.reboot").exists()
+    assert json.loads((ran / "doca_unchanged.json").read_text()) == {"required": False}
+
+
+def test_the_record_goes_once_the_host_rebooted(ran: Path) -> None:
+    assert not (ran / "rebooted.reboot").exists()
+    assert json.loads((ran / "rebooted.json").read_text()) == {"required": False}
