@@ -127,6 +127,7 @@ class GpuModel:
     memory_mib: int | None = None
     memory_type: str | None = None
     fabric: Fabric | None = None  # None: no host-side NVLink fabric service implied
+    cpu: str | None = None  # a superchip's own CPU architecture (`uname -m`); None: any host
 
 
 @dataclass(frozen=True)
@@ -473,6 +474,7 @@ def _gpu(data: object, index: int, archs: Mapping[str, OpenModules]) -> GpuModel
         memory_mib=e.integer("memory_mib", optional=True),
         memory_type=e.text("memory_type", optional=True),
         fabric=_fabric(e.data.get("fabric"), f"{e.where} fabric"),
+        cpu=e.choice("cpu", ("aarch64",)) if "cpu" in e.data else None,
     )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .catalog import Catalog
+from .catalog import Catalog, GpuModel
 from .errors import PolicyError
 from .facts import HostFacts, PciDevice
 from .knobs import default_table, role_problems, templated
@@ -121,6 +121,27 @@ def _nvswitch_count(facts: HostFacts, catalog: Catalog, notes: Notes, gpus: int)
     return endpoints
 
 
+def _with_cpu(facts: HostFacts, models: Sequence[GpuModel], notes: Notes) -> HostFacts:
+    """The host's CPU architecture: `uname -m`'s, or, where the capture has none, that of a
+    superchip's own CPU (catalog `cpu`: Grace is aarch64), never a guess of x86_64 for it."""
+    cpus = {m.cpu: m.model for m in models if m.cpu}
+    if not cpus:
+        return facts
+    (cpu, model), *_ = cpus.items()
+    if not facts.arch:
+        notes.warnings.append(
+            f"CPU architecture {cpu} from the GPUs ({model} is a Grace superchip): the capture "
+            "has no `uname -m`"
+        )
+        return replace(facts, arch=cpu)
+    if facts.arch != cpu:
+        notes.blockers.append(
+            f"`uname -m` says {facts.arch} but {model} is a Grace superchip ({cpu}): the capture "
+            "is not of one host; fix: re-run `provision detect` (uname-m.txt)"
+        )
+    return facts
+
+
 def _asked(role: Role, policy: Policy) -> bool:
     """Whether `role`'s planner is asked for this host (roles.yaml's `joins`)."""
     if role.joins == "detected":
@@ -220,6 +241,7 @@ def plan_host(
             "no NVIDIA GPU on the PCI bus; fix: check the host (passthrough, BIOS) or leave "
             "it out of gpu_nodes"
         )
+    facts = _with_cpu(facts, [m for m in models if m is not None], notes)
     nvswitches = _nvswitch_count(facts, catalog, notes, len(gpus))
     ctx = HostContext(facts, policy, catalog, models, nvswitches, today, notes)
     listed = policy["gpuprov_roles"]

@@ -26,6 +26,8 @@ from . import HostContext, RolePlan, role_data
 
 # What the roles' preflight takes for a sha256 (`is match('^[0-9a-f]{64}$')`).
 SHA256 = "[0-9a-f]{64}"
+# `uname -m` -> the Debian architecture DOCA's package names and the infiniband role's keys use
+DEB_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 # Distribution families the efa and infiniband roles have OS data for (their vars/).
 FABRIC_ROLE_FAMILIES = ("debian",)
 
@@ -193,7 +195,8 @@ def _doca_problems(facts: HostFacts, policy: Policy) -> list[str]:
     """What the infiniband role's preflight refuses for DOCA, as blockers with the fix."""
     data = role_data("infiniband", "vars/main.yml")
     packages, pins = data["__infiniband_doca_packages"], data["__infiniband_doca_sha256_pins"]
-    key = f"{facts.os.id}{facts.os.version_id.replace('.', '')}" if facts.os else "unknown"
+    arch = DEB_ARCH.get(facts.arch or "x86_64", facts.arch)  # the role's key: Debian's name
+    key = f"{facts.os.id}{facts.os.version_id.replace('.', '')}-{arch}" if facts.os else "unknown"
     package = policy["infiniband_doca_package"] or packages.get(key, "")
     problems = []
     if not policy["infiniband_doca_base_url"]:

@@ -211,3 +211,16 @@ def test_new_os_releases_stay_blocked_with_the_reason(os_release: str, name: str
 def test_plan_host_default_keeps_the_old_call() -> None:
     facts = parse_host("h", variant({0x2335: 2}))
     assert plan_host(facts, load_policy("h", {}), default_catalog()).roles
+
+
+def test_a_grace_capture_without_uname_m_is_planned_for_aarch64() -> None:
+    """Issue 47 item 7: a GB200/GH200 capture without `uname -m` was planned from the x86_64
+    repository; the catalog says these superchips carry Grace (aarch64)."""
+    raw = tray()
+    del raw[names.UNAME_M]
+    p = plan(raw, "tray", imex_nodes_value=["10.0.0.1"])
+    assert p.arch == "aarch64" and p.repository == "ubuntu2404/sbsa"
+    assert any(w.startswith("CPU architecture aarch64 from the GPUs (GB200") for w in p.warnings)
+    wrong = plan(tray(arch="x86_64"), "tray", imex_nodes_value=["10.0.0.1"])
+    assert any("`uname -m` says x86_64 but GB200 is a Grace superchip" in b for b in wrong.blockers)
+    assert plan(variant({0x2335: 2}), "h200").arch == ""  # no Grace: nothing derived

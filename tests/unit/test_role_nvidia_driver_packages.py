@@ -33,6 +33,18 @@ CASES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
             "nvidia_driver_fabricmanager": True,
         },
     ),
+    # issue 47 item 6: an HGX B200 with the distribution's driver: nvlsm is only in NVIDIA's
+    # CUDA repository (packages.yaml ubuntu_archive.not_in_ubuntu_archive)
+    "ubuntu2404_distribution_open_580_nvlink5": (
+        os_facts("Ubuntu", "24.04", "Debian"),
+        {
+            "nvidia_driver_source": "distribution",
+            "nvidia_driver_flavour": "open",
+            "nvidia_driver_branch": "580",
+            "nvidia_driver_fabricmanager": True,
+            "nvidia_driver_nvlink5": True,
+        },
+    ),
     "ubuntu2204_cuda_proprietary_535": (
         os_facts("Ubuntu", "22.04", "Debian"),
         {
@@ -238,6 +250,15 @@ def test_ubuntu_distribution_prefers_signed_prebuilt_modules(rendered: Path) -> 
     assert r["pinning"] == []
     assert r["use_cuda_repo"] is False
     assert r["distribution_sources"] == []
+
+
+def test_an_nvlink5_board_gets_the_cuda_repository_with_the_distribution_driver(
+    rendered: Path,
+) -> None:
+    """nvlsm, the NVLink subnet manager, is not in Ubuntu's archive: the role adds NVIDIA's
+    repository for it as it does for Debian's fabric manager (it never did: item 6)."""
+    assert result(rendered, "ubuntu2404_distribution_open_580_fm")["use_cuda_repo"] is False
+    assert result(rendered, "ubuntu2404_distribution_open_580_nvlink5")["use_cuda_repo"] is True
 
 
 def test_ubuntu_cuda_repository_and_key(rendered: Path) -> None:
