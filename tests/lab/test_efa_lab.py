@@ -209,3 +209,22 @@ def test_the_double_is_labelled(lab: RunningLab, converged: tuple[Run, Run]) -> 
     assert "TEST DOUBLE" in sh(lab, host, f"cat {PLUGIN}")
     module = "$(find /lib/modules -name 'efa.ko*' | head -n 1)"
     assert "TEST DOUBLE" in sh(lab, host, f"modinfo -F description {module}")
+
+
+def test_a_missing_plugin_is_not_converged_on_rerun(
+    lab: RunningLab, policy: dict[str, object], converged: tuple[Run, Run], tmp_path: Path
+) -> None:
+    """Issue 47 item 8: the convergence record holds the aws-ofi-nccl plugin (a later plan no
+    longer finds the host converged once it is gone), and the role's rerun lays it down again
+    (it said converged, and changed nothing, with the plugin gone)."""
+    host = lab.hosts[0]
+    record = json.loads(sh(lab, host, "cat /var/lib/gpuprov/converged/efa.json"))
+    assert any(PLUGIN in line for line in record["state"]), record
+    sh(lab, host, f"cp {PLUGIN} /root/plugin.keep && rm {PLUGIN}")
+    try:
+        run = converge(lab.inventory, ["efa"], policy, tmp_path, limit=host)
+        assert run.returncode == 0, run.output[-3000:]
+        assert run.changed()[host] > 0, run.output[-3000:]  # the installer ran again
+        assert "TEST DOUBLE" in sh(lab, host, f"cat {PLUGIN}")
+    finally:
+        sh(lab, host, f"test -e {PLUGIN} || cp /root/plugin.keep {PLUGIN}")
