@@ -104,7 +104,7 @@ def test_hosts_are_validated_in_parallel_with_progress(monkeypatch: pytest.Monke
     detected = SimpleNamespace(facts={h: object() for h in hosts[:-1]}, raw={h: {} for h in hosts})
     plans = {h: SimpleNamespace(blocked=False) for h in hosts}
     out = pipeline._validation(
-        None,  # type: ignore[arg-type]
+        SimpleNamespace(hostvars={}),  # type: ignore[arg-type]
         hosts,
         detected,  # type: ignore[arg-type]
         plans,  # type: ignore[arg-type]
