@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Literal, TypeVar, cast
 
 Status = Literal["pass", "fail", "warn", "skip"]
@@ -32,7 +32,8 @@ class CheckResult:
     unit: str
     diagnosis: str = ""
     gpu: int | None = None
-    seconds: float | None = None
+    # how long it took is not part of the verdict: equal results may differ in time
+    seconds: float | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
