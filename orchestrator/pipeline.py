@@ -238,19 +238,14 @@ def _validate_host(
     return rep.StageResult("done", tuple(checks))
 
 
-TEXTFILE_KNOB = "gpuprov_validation_textfile_dir"
-
-
 def _textfile(fleet: Fleet, host: str, result: rep.StageResult) -> rep.StageResult:
     """With gpuprov_validation_textfile_dir set: the host's Prometheus textfile, written on
     the host (orchestrator/validate/textfile.py); a failed write joins the results as a warn."""
-    from .knobs import default_table, read
+    from .validate.textfile import directory_of, publish
 
-    given = {k: v for k, v in fleet.hostvars.get(host, {}).items() if k == TEXTFILE_KNOB}
-    directory = str(read(default_table(), given)[0][TEXTFILE_KNOB] or "")
+    directory = directory_of(fleet.hostvars.get(host, {}))
     if not directory or result.state != "done":
         return result
-    from .validate.textfile import publish
 
     extra = publish(_executor(fleet, host), directory, host, result.checks, time.time())
     return replace(result, checks=(*result.checks, *extra)) if extra else result

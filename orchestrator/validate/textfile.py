@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..result import STATUSES, CheckResult
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .runner import Executor
 
 FILE_NAME = "gpuprov_validation.prom"
+KNOB = "gpuprov_validation_textfile_dir"
 CHECK = "prometheus_textfile"  # the warn a failed write leaves in the host's results
 
 # name -> HELP (every family is a gauge)
@@ -109,6 +110,14 @@ def write_script(directory: str, text: str) -> str:
             "",
         ]
     )
+
+
+def directory_of(variables: Mapping[str, object]) -> str:
+    """The host's gpuprov_validation_textfile_dir as its knob reads it ("" is off)."""
+    from ..knobs import default_table, read
+
+    given = {k: v for k, v in variables.items() if k == KNOB}
+    return str(read(default_table(), given)[0][KNOB] or "")
 
 
 def publish(
