@@ -673,13 +673,28 @@ class ChecksRow:
 
 
 def _timed_process(argv: Sequence[str], env: dict[str, str]) -> tuple[StageRun, int, str]:
+    """`argv` in a session of its own: stopped (--max-seconds, SIGTERM), its whole process
+    group goes too (ansible-playbook's forks, their pytest processes), not the leader alone."""
     cpu, start = _cpu(), time.perf_counter()
     with _peak_rss() as peak:
-        done = subprocess.run(
-            list(argv), cwd=ROOT, env=env, capture_output=True, text=True, check=False
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
         )
+        try:
+            out, _ = proc.communicate()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
     run = StageRun(time.perf_counter() - start, _cpu() - cpu, peak[0] / 1024)
-    return run, done.returncode, done.stdout
+    return run, proc.returncode, out
 
 
 def _label(check: dict[str, Any]) -> str:
