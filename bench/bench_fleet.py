@@ -18,6 +18,9 @@ For each count (the first N hosts of the fleet), after one warm-up run of each t
     a rerun makes before it touches a host. (Issue 20's converged-skip decision is not on this
     branch; this times planning and says so in its output.)
 and records the 1-minute load average before/after and the least MemAvailable seen.
+`--pipeline` times the no-op pipeline stage by stage instead; `--checks` times
+`provision validate` / `verify` against the playbooks gpuprov.nvidia.validate / verify (issue
+49) and compares each host's check names and statuses.
 
 Bounded: at most --max-hosts (200) hosts, the whole run under --max-seconds (default 1500);
 the container and its lab network are removed at the end, on Ctrl-C and on a timeout
@@ -656,6 +659,124 @@ def pipeline_table(rows: Sequence[PipelineRow]) -> str:
     return "\n".join(lines)
 
 
+CHECK_RUNS = ("provision validate", "playbook validate", "provision verify", "playbook verify")
+
+
+@dataclass(frozen=True)
+class ChecksRow:
+    hosts: int
+    runs: dict[str, StageRun]  # one timed run each
+    exit_codes: dict[str, int]
+    failed_hosts: dict[str, int]  # hosts each run reported failed
+    differing_hosts: dict[str, int]  # hosts whose check names/statuses differ from provision's
+    load_avg: tuple[float, float]
+
+
+def _timed_process(argv: Sequence[str], env: dict[str, str]) -> tuple[StageRun, int, str]:
+    """`argv` in a session of its own: stopped (--max-seconds, SIGTERM), its whole process
+    group goes too (ansible-playbook's forks, their pytest processes), not the leader alone."""
+    cpu, start = _cpu(), time.perf_counter()
+    with _peak_rss() as peak:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            out, _ = proc.communicate()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    run = StageRun(time.perf_counter() - start, _cpu() - cpu, peak[0] / 1024)
+    return run, proc.returncode, out
+
+
+def _label(check: dict[str, Any]) -> str:
+    return check["name"] if check["gpu"] is None else f"{check['name']}[gpu{check['gpu']}]"
+
+
+def measure_checks(fleet: Fleet, count: int) -> ChecksRow:
+    """`provision validate` / `verify` (new processes) against ansible-playbook
+    playbooks/validate.yml / verify.yml (the checkout's ansible.cfg, forks min(N, 64)) on the
+    first `count` hosts, one run each; each host's check names and statuses compared."""
+    inventory = fleet.inventory(count)
+    bin_dir = Path(sys.executable).parent
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ANSIBLE_SHOW_CUSTOM_STATS": "True",
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    runs: dict[str, StageRun] = {}
+    codes: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    differ: dict[str, int] = {}
+    expected: dict[str, dict[str, dict[str, str]]] = {}
+    load_before = os.getloadavg()[0]
+    for name in CHECK_RUNS:
+        tool, stage = name.split()
+        part = "validation" if stage == "validate" else "verification"
+        if tool == "provision":
+            report = fleet.root / f"checks-{stage}-{count}.json"
+            argv = [
+                str(bin_dir / "provision"),
+                stage,
+                "-i",
+                str(inventory),
+                "--report",
+                str(report),
+            ]
+            runs[name], codes[name], _ = _timed_process(argv, env)
+            hosts = json.loads(report.read_text())["hosts"]
+            failed[name] = sum(1 for r in hosts.values() if r["status"] != "ok")
+            expected[stage] = {
+                h: {_label(c): c["status"] for c in r[part]["checks"]} for h, r in hosts.items()
+            }
+        else:
+            forks = str(min(count, PARALLEL))
+            playbook = str(ROOT / "playbooks" / f"{stage}.yml")
+            argv = [str(bin_dir / "ansible-playbook"), "-i", str(inventory), "-f", forks, playbook]
+            runs[name], codes[name], out = _timed_process(argv, env)
+            line = next(ln for ln in out.splitlines() if ln.strip().startswith("RUN:"))
+            stats = json.loads(line.split("RUN:", 1)[1])[f"gpuprov_{part}"]
+            failed[name] = sum(1 for s in stats.values() if s["status"] != "ok")
+            seen = {h: s["checks"] for h, s in stats.items()}
+            want = expected.get(stage, {})
+            differ[name] = sum(1 for h in want.keys() | seen.keys() if want.get(h) != seen.get(h))
+        print(f"  {count} hosts, {name}: {runs[name].wall_s:.1f} s", file=sys.stderr)
+    return ChecksRow(count, runs, codes, failed, differ, (load_before, os.getloadavg()[0]))
+
+
+def checks_table(rows: Sequence[ChecksRow]) -> str:
+    head = "| run | " + " | ".join(f"{r.hosts} hosts: wall s / CPU s / peak MiB" for r in rows)
+    lines = [head + " |", "|---|" + "---|" * len(rows)]
+    for name in CHECK_RUNS:
+        cells = [
+            f"{r.runs[name].wall_s:.1f} / {r.runs[name].cpu_s:.1f} / "
+            f"{r.runs[name].peak_rss_mib:.0f}"
+            for r in rows
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for r in rows:
+        lines.append(
+            f"- {r.hosts} hosts: load avg {r.load_avg[0]:.1f}-{r.load_avg[1]:.1f}; exit codes "
+            + ", ".join(f"{k} {v}" for k, v in r.exit_codes.items())
+            + "; hosts failed "
+            + ", ".join(f"{k} {v}" for k, v in r.failed_hosts.items())
+            + "; hosts whose checks differ from provision's "
+            + ", ".join(f"{k} {v}" for k, v in r.differing_hosts.items())
+        )
+    return "\n".join(lines)
+
+
 def _ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.1f} ({min(values) * 1000:.1f})"
 
@@ -714,6 +835,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="time the whole no-op pipeline stage by stage (wall, CPU, peak memory) instead of "
         "detection against ansible -m setup",
     )
+    p.add_argument(
+        "--checks",
+        action="store_true",
+        help="time provision validate/verify against the playbooks gpuprov.nvidia.validate/"
+        "verify (issue 49), one run each, and compare each host's checks",
+    )
     args = p.parse_args(argv)
     counts = sorted({int(c) for c in args.counts.split(",")})
     if not counts or counts[0] < 1 or counts[-1] > MAX_HOSTS:
@@ -723,6 +850,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.alarm(args.max_seconds)
     rows: list[FleetRow] = []
     prows: list[PipelineRow] = []
+    crows: list[ChecksRow] = []
     fleet: Fleet | None = None
     try:
         fleet = (attach(args.name, counts[-1]) if args.keep else None) or up(
@@ -730,10 +858,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         ready(fleet, counts[-1])  # every host booted: the rows do not time the boots
         for count in counts:
-            if args.pipeline:
+            if args.checks:
+                crows.append(measure_checks(fleet, count))
+                print(checks_table(crows), file=sys.stderr)
+                kept: list[Any] = list(crows)
+            elif args.pipeline:
                 prows.append(measure_pipeline(fleet, count, args.repeat))
                 print(pipeline_table(prows), file=sys.stderr)
-                kept: list[Any] = list(prows)
+                kept = list(prows)
             else:
                 rows.append(measure(fleet, count, args.repeat))
                 print(table(rows[-1:]).splitlines()[2], file=sys.stderr)
@@ -748,7 +880,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.keep:
             network = fleet.network if fleet else f"gpuprov-lab-{args.name}"
             down(args.name, network)
-    print(pipeline_table(prows) if args.pipeline else table(rows))
+    print(
+        checks_table(crows)
+        if args.checks
+        else pipeline_table(prows)
+        if args.pipeline
+        else table(rows)
+    )
     return 0
 
 

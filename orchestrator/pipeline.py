@@ -22,6 +22,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -251,6 +252,19 @@ def _validate_host(
         dcgm_level=dcgm_level,
     )
     return rep.StageResult("done", tuple(checks))
+
+
+def _textfile(fleet: Fleet, host: str, result: rep.StageResult) -> rep.StageResult:
+    """With gpuprov_validation_textfile_dir set: the host's Prometheus textfile, written on
+    the host (orchestrator/validate/textfile.py); a failed write joins the results as a warn."""
+    from .validate.textfile import directory_of, publish
+
+    directory = directory_of(fleet.hostvars.get(host, {}))
+    if not directory or result.state != "done":
+        return result
+
+    extra = publish(_executor(fleet, host), directory, host, result.checks, time.time())
+    return replace(result, checks=(*result.checks, *extra)) if extra else result
 
 
 def _document_vars(
@@ -761,6 +775,7 @@ def _validation(
                     opts.image,
                     opts.dcgm_level,
                 )
+                result = _textfile(fleet, h, result)
         except OSError as exc:  # the connection itself (ssh missing, ...): this host only
             result = rep.StageResult("error", note=str(exc))
         stage.advance(failed=result.failed)

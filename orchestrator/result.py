@@ -3,9 +3,10 @@ stores it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
-from typing import Literal, cast
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Literal, TypeVar, cast
 
 Status = Literal["pass", "fail", "warn", "skip"]
 STATUSES: tuple[Status, ...] = ("pass", "fail", "warn", "skip")
@@ -20,6 +21,8 @@ class CheckResult:
 
     `diagnosis` is empty on pass; otherwise it says what is wrong and how to fix it.
     `gpu` names the GPU index for per-GPU checks, None for host-wide ones.
+    `seconds` is the wall-clock time the check took, None where it was not timed on its own
+    (a check function that yields several results splits its time evenly among them).
     """
 
     name: str
@@ -29,6 +32,8 @@ class CheckResult:
     unit: str
     diagnosis: str = ""
     gpu: int | None = None
+    # how long it took is not part of the verdict: equal results may differ in time
+    seconds: float | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -42,6 +47,11 @@ class CheckResult:
     def to_dict(self) -> dict[str, Value]:
         return cast("dict[str, Value]", asdict(self))
 
+    def timed(self, seconds: float) -> CheckResult:
+        """This result with its duration (rounded to a microsecond: a health check over parsed
+        facts takes tens of them)."""
+        return replace(self, seconds=round(max(0.0, seconds), 6))
+
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> CheckResult:
         """Build from the payload's JSON; unknown keys are ignored, bad types raise ValueError."""
@@ -49,6 +59,7 @@ class CheckResult:
         if status not in STATUSES:
             raise ValueError(f"check {data.get('name')!r}: status {status!r} not in {STATUSES}")
         gpu = data.get("gpu")
+        seconds = data.get("seconds")
         return cls(
             name=str(data["name"]),
             status=status,
@@ -57,6 +68,11 @@ class CheckResult:
             unit=str(data.get("unit", "")),
             diagnosis=str(data.get("diagnosis", "")),
             gpu=gpu if isinstance(gpu, int) and not isinstance(gpu, bool) else None,
+            seconds=(
+                float(seconds)
+                if isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+                else None
+            ),
         )
 
 
@@ -83,6 +99,23 @@ def verdict(
     if ok:
         return CheckResult(name, "pass", value, limit, unit, gpu=gpu)
     return CheckResult(name, "fail", value, limit, unit, diagnosis, gpu)
+
+
+Input = TypeVar("Input")
+
+
+def run_timed(
+    checks: Iterable[Callable[[Input], list[CheckResult]]], given: Input
+) -> list[CheckResult]:
+    """Each check over `given`, in order, every result carrying the time its check took
+    (split evenly among a check's results: their sum is the check's time)."""
+    out: list[CheckResult] = []
+    for check in checks:
+        start = time.perf_counter()
+        results = check(given)
+        spent = time.perf_counter() - start
+        out += [r.timed(spent / len(results)) for r in results]
+    return out
 
 
 def failed(results: Iterable[CheckResult]) -> list[CheckResult]:

@@ -25,11 +25,13 @@ PYTHONPATH=tests/lab "$venv/bin/python" -m aptrepo build >/dev/null || exit 1
 # Group a: the session lab's driver chain: the driver role's converge (Debian 13's from the
 # test double of Debian's archive; the real 550 DKMS build in the extended tier), then
 # verification, plain ansible-playbook and the rerun tests on the hosts test_verify_lab.py
-# converged (the rerun test last). It is CI's critical path (2,181 s of the lab's 2,187 on
+# converged (the rerun test last; gpuprov.nvidia.validate/verify against provision on those
+# converged hosts before it, about 1.5 min). It is CI's critical path (2,181 s of the lab's 2,187 on
 # 2026-12-03, the other groups ended by 1,972 s), so validation (a lab of its own) and the
 # installed wheel (check mode with the roles' tasks skipped: any reachable host) run in d.
 a=(tests/lab/test_role_nvidia_driver.py tests/lab/test_verify_lab.py
-  tests/lab/test_without_provision_lab.py tests/lab/test_rerun_lab.py)
+  tests/lab/test_without_provision_lab.py tests/lab/test_collection_checks_lab.py
+  tests/lab/test_rerun_lab.py)
 # Group d: a session lab of its own (its own GPUPROV_LAB name) for the tests that need no
 # driver: connections (bastion, become), detection, the simulator, the plan's precedence and
 # the runtime roles (docker, then the toolkit on the hosts docker converged), validation on

@@ -30,7 +30,7 @@ from ..fabric import (
     kernel_version,
 )
 from ..facts import HostFacts, RdmaDevice, RdmaPort
-from ..result import CheckResult, skipped, verdict
+from ..result import CheckResult, run_timed, skipped, verdict
 
 # The names fabric health reports under (the JUnit suite "fabric"); a per-device result is
 # NAME[device].
@@ -368,4 +368,4 @@ CHECKS: tuple[FabricCheck, ...] = (
 
 def run_fabric(f: FabricInput) -> list[CheckResult]:
     """Every fabric check, in a stable order; none on a host without EFA or InfiniBand."""
-    return [result for check in CHECKS for result in check(f)]
+    return run_timed(CHECKS, f)

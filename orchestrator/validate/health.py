@@ -21,7 +21,7 @@ from ..errors import CatalogError
 from ..facts import HostFacts, SmiGpu, XidEvent
 from ..parsers.nvlink import NvLinkErrors
 from ..parsers.smi_q import SmiQ, SmiQGpu
-from ..result import CheckResult, verdict
+from ..result import CheckResult, run_timed, verdict
 
 LIMITS_PATH = Path(__file__).with_name("limits.yaml")
 _UPSTREAM = re.compile(r"^(?:\d+:)?(\d+\.\d+(?:\.\d+)?)")
@@ -617,4 +617,4 @@ CHECK_NAMES = frozenset(
 
 def run_health(h: HealthInput) -> list[CheckResult]:
     """Every host health check, in a stable order."""
-    return [result for check in CHECKS for result in check(h)]
+    return run_timed(CHECKS, h)

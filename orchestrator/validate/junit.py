@@ -7,6 +7,9 @@ across hosts, `validate --multinode`), `<host>.dcgm` (DCGM's diag, `--dcgm-level
 `fail` is a <failure>, `skip` a <skipped>, `warn` a passing testcase whose <system-out> says
 "warn: ..." (a warning never fails a host); a stage that did not run is one skipped testcase
 saying why, a stage that broke one <error>.
+Each testcase carries the check's own duration in `time` (CheckResult.seconds; a check not
+timed on its own has no `time`), and its measured value, limit, unit and status as
+<properties> and in <system-out>; a suite's `time` is the sum of its cases'.
 """
 
 from __future__ import annotations
@@ -37,15 +40,30 @@ def suite_of(check: CheckResult) -> str:
     return "gpu"
 
 
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
 def _case(parent: ET.Element, classname: str, check: CheckResult) -> None:
-    case = ET.SubElement(parent, "testcase", classname=classname, name=check.label, time="0")
-    detail = f"value {check.value} {check.unit}, limit {check.limit}".strip()
+    case = ET.SubElement(parent, "testcase", classname=classname, name=check.label)
+    if check.seconds is not None:
+        case.set("time", f"{check.seconds:.6f}")
+    props = ET.SubElement(case, "properties")
+    for key, value in (
+        ("status", check.status),
+        ("value", check.value),
+        ("limit", check.limit),
+        ("unit", check.unit),
+    ):
+        ET.SubElement(props, "property", name=key, value=_text(value))
+    value = f"{_text(check.value)} {check.unit}".strip() if check.value is not None else "none"
+    detail = f"value {value}, limit {_text(check.limit) or 'none'}"
     if check.status == "fail":
         ET.SubElement(case, "failure", message=check.diagnosis or detail, type="fail").text = detail
     elif check.status == "skip":
         ET.SubElement(case, "skipped", message=check.diagnosis or "skipped")
-    elif check.status == "warn":
-        ET.SubElement(case, "system-out").text = f"warn: {check.diagnosis} ({detail})"
+    out = f"{check.diagnosis} ({detail})" if check.diagnosis else detail
+    ET.SubElement(case, "system-out").text = f"{check.status}: {out}"
 
 
 def _suite(root: ET.Element, name: str, stage: StageResult, checks: Iterable[CheckResult]) -> None:
@@ -64,6 +82,7 @@ def _suite(root: ET.Element, name: str, stage: StageResult, checks: Iterable[Che
     suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
     suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
     suite.set("skipped", str(sum(1 for c in cases if c.find("skipped") is not None)))
+    suite.set("time", f"{sum(float(c.get('time', '0')) for c in cases):.6f}")
 
 
 def junit_xml(report: RunReport) -> str:

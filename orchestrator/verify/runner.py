@@ -378,9 +378,18 @@ def parse_junit(xml_text: str) -> dict[str, tuple[CheckResult, ...]]:
                 limit=None,
                 unit="",
                 diagnosis=diagnosis,
+                seconds=_seconds(case.get("time")),
             )
         )
     return {h: tuple(r) for h, r in per_host.items()}
+
+
+def _seconds(text: str | None) -> float | None:
+    """pytest's testcase `time` (setup, call and teardown), None when absent or unreadable."""
+    try:
+        return round(float(text), 3) if text else None
+    except ValueError:
+        return None
 
 
 def _message(el: ET.Element) -> str:

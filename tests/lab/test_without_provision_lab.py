@@ -42,6 +42,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
 from rich.console import Console
 from test_verify_lab import DRIVER_REPO_VARS, PINNED_580, SIMULATOR_KERNEL
 
@@ -191,13 +192,14 @@ def _plain_run(inventory: Path, work: Path, controller: Controller = CHECKOUT) -
     return PlainRun(seconds, expected, seen, _roles_run(output, hosts), _recap(output), output)
 
 
-def _ansible_core_only(root: Path) -> Path:
+def _ansible_core_only(root: Path, also: tuple[str, ...] = ()) -> Path:
     """A virtual environment whose Python sees ansible-core and its dependencies only (linked
-    from this environment, which has the same versions): no gpuprov, nothing else. Returns
-    its ansible-playbook."""
+    from this environment, which has the same versions), and the distributions `also` names
+    with theirs: no gpuprov, nothing else. Returns its ansible-playbook (ansible-inventory
+    beside it)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     (site,) = root.glob("lib/python*/site-packages")
-    todo, done = ["ansible-core"], set()
+    todo, done = ["ansible-core", *also], set()
     while todo:
         dist = metadata.distribution(todo.pop())
         name = dist.metadata["Name"].lower()
@@ -208,13 +210,14 @@ def _ansible_core_only(root: Path) -> Path:
             if not (site / top).exists():
                 (site / top).symlink_to(dist.locate_file(top))
         for req in dist.requires or ():
-            requirement = re.match(r"[A-Za-z0-9._-]+", req)
-            if requirement and "extra ==" not in req:
-                todo.append(requirement.group(0))
-    program = root / "bin" / "ansible-playbook"
-    program.write_text(f"#!{root}/bin/python\nfrom ansible.cli.playbook import main\nmain()\n")
-    program.chmod(0o755)
-    return program
+            requirement = Requirement(req)  # its marker for this Python, no extras
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    for cli in ("playbook", "inventory"):
+        program = root / "bin" / f"ansible-{cli}"
+        program.write_text(f"#!{root}/bin/python\nfrom ansible.cli.{cli} import main\nmain()\n")
+        program.chmod(0o755)
+    return root / "bin" / "ansible-playbook"
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.ansible
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTION = ROOT / "plugins" / "action" / "plan.py"
+ACTIONS = [ROOT / "plugins" / "action" / f"{name}.py" for name in ("plan", "validate", "verify")]
 
 
 def _action_returns() -> set[str]:
@@ -57,6 +58,36 @@ def test_ansible_doc_documents_the_plan_action_as_it_is() -> None:
     assert doc["examples"].count("gpuprov.nvidia.plan:") == 1
 
 
+@pytest.mark.parametrize("name", ["validate", "verify"])
+def test_ansible_doc_documents_the_validate_and_verify_actions_as_they_are(name: str) -> None:
+    action = ROOT / "plugins" / "action" / f"{name}.py"
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "collections")}
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-doc"), "--json", f"gpuprov.nvidia.{name}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    doc = json.loads(out)[f"gpuprov.nvidia.{name}"]
+    assert doc["doc"]["has_action"] is True
+    valid = next(
+        n.value
+        for n in ast.walk(ast.parse(action.read_text()))
+        if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "_VALID_ARGS"
+    )
+    assert set(doc["doc"]["options"]) == set(ast.literal_eval(ast.unparse(valid.args[0])))
+    keys = {
+        k.arg
+        for n in ast.walk(ast.parse(action.read_text()))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "update"
+        for k in n.keywords
+        if k.arg
+    }
+    assert keys - {"changed", "failed", "msg"} <= set(doc["return"])
+
+
 def test_the_execution_environment_names_what_the_controller_side_imports() -> None:
     ee = yaml.safe_load((ROOT / "meta" / "execution-environment.yml").read_text())
     listed = {
@@ -67,11 +98,16 @@ def test_the_execution_environment_names_what_the_controller_side_imports() -> N
     # what the action plugin's imports load, in a fresh interpreter: it imports the planner
     # relatively, under the collection's name (the checkout is the collection through
     # collections/ansible_collections/gpuprov/nvidia)
+    # the action plugins' relative imports (orchestrator, plugin_utils), under the
+    # collection's name: `...x` is the collection's x, `..x` its plugins' x
     imports = [
-        "from ansible_collections.gpuprov.nvidia."
+        f"from ansible_collections.gpuprov.nvidia.{'plugins.' if n.level == 2 else ''}"
         + ast.unparse(n).removeprefix("from ").lstrip(".")
-        for n in ast.walk(ast.parse(ACTION.read_text()))
-        if isinstance(n, ast.ImportFrom) and n.level and (n.module or "").startswith("orchestrator")
+        for action in ACTIONS
+        for n in ast.walk(ast.parse(action.read_text()))
+        if isinstance(n, ast.ImportFrom)
+        and n.level
+        and (n.module or "").startswith(("orchestrator", "plugin_utils"))
     ]
     assert imports
 
@@ -103,7 +139,11 @@ def test_the_execution_environment_names_what_the_controller_side_imports() -> N
     }
     assert "ansible-core" in core
     assert loaded - core <= listed | implied, loaded - core - listed - implied
-    assert listed <= loaded, listed - loaded  # the list names nothing the planner does not load
+    # gpuprov.nvidia.verify runs the suite in a pytest process of its own: not imported
+    run_not_imported = {"pytest", "pytest-testinfra"}
+    assert run_not_imported <= listed
+    # the list names nothing the plugins do not load or run
+    assert listed - run_not_imported <= loaded, listed - loaded
 
 
 def test_galaxy_yml_names_repository_documentation_issues_and_the_changelog_this_release() -> None:

@@ -104,7 +104,7 @@ def test_hosts_are_validated_in_parallel_with_progress(monkeypatch: pytest.Monke
     detected = SimpleNamespace(facts={h: object() for h in hosts[:-1]}, raw={h: {} for h in hosts})
     plans = {h: SimpleNamespace(blocked=False) for h in hosts}
     out = pipeline._validation(
-        None,  # type: ignore[arg-type]
+        SimpleNamespace(hostvars={}),  # type: ignore[arg-type]
         hosts,
         detected,  # type: ignore[arg-type]
         plans,  # type: ignore[arg-type]
@@ -114,3 +114,73 @@ def test_hosts_are_validated_in_parallel_with_progress(monkeypatch: pytest.Monke
     assert peak[0] == 6  # all six at once (a wall-clock bound failed on a loaded machine)
     assert list(out) == hosts and out["down"].state == "not_run"
     assert sorted(seen) == sorted(f"validate n{i}: GPU checks on 8 GPUs (host)" for i in range(6))
+
+
+# --- issue 49: each testcase's real duration, and the measured value and limit ----------------
+
+
+def test_a_testcase_carries_its_duration_value_limit_and_unit() -> None:
+    timed = (
+        CheckResult("copy_h2d", "pass", 54.3, 40.0, "GB/s", gpu=0, seconds=1.25),
+        CheckResult("ecc_uncorrectable", "fail", 2, 0, "SRAM errors", "RMA it", 3, 0.004),
+        CheckResult("mig_devices", "skip", None, None, "", "MIG is off"),  # never timed
+    )
+    host = rep.HostReport("a", validation=rep.StageResult("done", timed))
+    report = rep.RunReport("validate", (host,))
+    root = ET.fromstring(junit_xml(report))
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    copy = cases["copy_h2d[gpu0]"]
+    assert copy.get("time") == "1.250000"
+    props = {p.get("name"): p.get("value") for p in copy.iterfind("properties/property")}
+    assert props == {"status": "pass", "value": "54.3", "limit": "40.0", "unit": "GB/s"}
+    assert copy.findtext("system-out") == "pass: value 54.3 GB/s, limit 40.0"
+    ecc = cases["ecc_uncorrectable[gpu3]"]
+    assert ecc.get("time") == "0.004000"
+    assert ecc.findtext("system-out") == "fail: RMA it (value 2 SRAM errors, limit 0)"
+    assert "time" not in cases["mig_devices"].attrib  # not measured: no made-up 0
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert suites["a.gpu"].get("time") == "1.250000"
+    assert suites["a.health"].get("time") == "0.004000"
+
+
+def test_health_checks_are_timed_where_they_run() -> None:
+    from orchestrator.catalog import default_catalog
+    from orchestrator.factsdir import load_host
+    from orchestrator.parsers import parse_host
+    from orchestrator.validate.health import health_input, run_health
+
+    real = Path(__file__).parents[1] / "recorded" / "fixtures" / "real" / "h200x2-ubuntu2404-580"
+    facts = parse_host("h200-real", dict(load_host(real)))
+    results = run_health(health_input(facts, default_catalog(), expected_gpus=2))
+    assert results and all(r.seconds is not None and r.seconds >= 0 for r in results)
+    assert all(r.to_dict()["seconds"] == r.seconds for r in results)  # into the JSON report
+
+
+def test_verification_keeps_pytests_own_testcase_time() -> None:
+    from orchestrator.verify.runner import parse_junit
+
+    data = Path(__file__).parent / "data" / "verify-junit-localhost.xml"
+    by_name = {r.name: r for r in parse_junit(data.read_text())["localhost"]}
+    assert by_name["verify.driver_packages_at_planned_version_and_held"].seconds == 0.095
+    assert by_name["verify.loaded_module_matches_plan"].seconds == 0.015
+
+
+def test_a_payload_result_is_timed_from_its_workers_previous_step() -> None:
+    from payloadpkg import load_payload
+
+    workers = load_payload().workers
+    progress = workers.Progress(2)
+    r = lambda name: {"name": name, "status": "pass"}  # noqa: E731
+    for msg in (
+        ("phase", 0, "gemm_bf16", 10.0),
+        ("phase", 1, "gemm_bf16", 10.5),
+        ("result", 0, r("gemm_bf16"), 12.25),
+        ("phase", 0, "fp8", 12.25),
+        ("result", 0, r("fp8_e4m3"), 13.0),
+        ("result", 0, r("fp8_e5m2"), 13.5),
+        ("result", 1, r("gemm_bf16"), 11.0),
+    ):
+        progress.apply(msg)
+    assert [x["seconds"] for x in progress.results[0]] == [2.25, 0.75, 0.5]
+    assert [x["seconds"] for x in progress.results[1]] == [0.5]
+    assert CheckResult.from_dict(progress.results[0][0]).seconds == 2.25

@@ -137,14 +137,17 @@ class Progress:
         self.results: dict[int, list[Result]] = {r: [] for r in range(count)}
         self.sweep: list[dict[str, Any]] = []
         self.done: dict[int, str] = {}
+        self.mark: dict[int, float] = {r: 0.0 for r in range(count)}  # last phase or result
 
     def apply(self, msg: tuple[Any, ...]) -> None:
         kind, rank, body, at = msg
         if kind == "phase":
             self.phase[rank] = (str(body), float(at))
             self.timing[rank][str(body)] = float(at)
-        elif kind == "result":
-            self.results[rank].append(body)
+            self.mark[rank] = float(at)
+        elif kind == "result":  # its time: since the worker's last phase change or result
+            self.results[rank].append({**body, "seconds": round(float(at) - self.mark[rank], 2)})
+            self.mark[rank] = float(at)
         elif kind == "point":
             self.sweep.append(body)
         elif kind == "done":
