@@ -1,0 +1,93 @@
+"""Issue 48, item 1: CLI input that Ansible or the machine would turn into something else
+than the user meant is refused or named (exit 2, no traceback): a --limit that reads as no
+limit at all, and the paths and outputs gpuprov writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _helpers import copy_facts, write_inventory
+
+from orchestrator import inputs
+from orchestrator.cli import main
+from orchestrator.errors import BadInputError
+
+TWO = "[gpu_nodes]\nnode1 ansible_connection=local\nnode2 ansible_connection=local\n"
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+# --- --limit that Ansible reads as every host -----------------------------------------------
+
+
+def test_ansible_itself_applies_no_subset_for_an_empty_limit_file(tmp_path: Path) -> None:
+    """Why the check exists: ansible-core skips empty patterns, and with none left it takes
+    every host (its InventoryManager.subset and get_hosts)."""
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+
+    inv = write_inventory(tmp_path, TWO)
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    manager = InventoryManager(DataLoader(), [str(inv)])
+    for limit in (f"@{empty}", ",", ""):
+        manager.subset(limit)
+        assert [h.name for h in manager.get_hosts("all")] == ["node1", "node2"], limit
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", "  \n\t\n"])
+@pytest.mark.parametrize("stage", ["plan", "detect", "apply", None])
+def test_an_empty_limit_file_is_exit_2_before_any_host(
+    tmp_path: Path,
+    content: str,
+    stage: str | None,
+    no_hosts: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    limit_file = tmp_path / "hosts.txt"
+    limit_file.write_text(content)
+    inv = write_inventory(tmp_path, TWO)
+    argv = [*([stage] if stage else []), "-i", str(inv), "--limit", f"@{limit_file}"]
+    if stage in ("apply", None):
+        argv.append("--check")
+    _refused(argv, capsys, f"{limit_file} holds no host pattern", "--limit all")
+    assert no_hosts == []
+
+
+@pytest.mark.parametrize("limit", [",", " , ", ",,", ""])
+def test_a_limit_of_only_separators_is_exit_2(
+    tmp_path: Path, limit: str, no_hosts: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["plan", "-i", str(write_inventory(tmp_path, TWO)), "--limit", limit]
+    _refused(argv, capsys, f"--limit {limit!r} names no host", "would select every host")
+    assert no_hosts == []
+
+
+def test_an_empty_limit_is_refused_offline_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    facts = copy_facts(tmp_path, ("node1", "node2"))
+    _refused(["plan", "--facts", str(facts), "--limit", ","], capsys, "names no host")
+
+
+@pytest.mark.parametrize("limit", ["all", "node1,", ",node1", "!node1"])
+def test_a_limit_that_names_something_passes(limit: str) -> None:
+    inputs.check_limit(limit)
+
+
+def test_a_limit_file_with_one_host_passes_and_mixed_with_an_empty_one(tmp_path: Path) -> None:
+    one, empty = tmp_path / "one", tmp_path / "empty"
+    one.write_text("node1\n")
+    empty.write_text("")
+    inputs.check_limit(f"@{one}")
+    inputs.check_limit(f"@{empty},node2")
+    with pytest.raises(BadInputError, match="names no host"):
+        inputs.check_limit(f"@{empty},")
