@@ -37,6 +37,7 @@ from . import rollout, timing
 from .catalog import Catalog, default_catalog
 from .errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError, HostError
 from .facts import HostFacts
+from .terminal import new_console
 
 if TYPE_CHECKING:  # planning is imported where it runs: `provision detect` never plans
     from .plan import HostPlan
@@ -266,7 +267,7 @@ def _verify_hosts(
         plan_file = write_plan_document(workdir, _document_vars(hosts, plans))
     if not isinstance(fleet.handle, Inventory):
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
-    shown = console or Console(stderr=True, quiet=True)
+    shown = console or new_console(stderr=True, quiet=True)
     with timing.stage("verify", hosts), StageProgress(shown, "verify", len(hosts)) as stage:
         # each host reached as detection reaches it (jump hosts, become, vault: the inventory
         # as loaded), one session per host for the whole suite
@@ -368,7 +369,7 @@ def _console(opts: StageOptions) -> Console:
         from .validate.junit import check_path
 
         check_path(opts.junit)
-    console = Console(stderr=opts.json, highlight=False)
+    console = new_console(stderr=opts.json, highlight=False)
     # off a terminal (a pipe, a file, a CI log) a message is one line whatever the width, so
     # what a script or a log reads does not depend on COLUMNS (report.emit_table's rule too)
     console.soft_wrap = not console.is_terminal

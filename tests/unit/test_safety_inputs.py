@@ -4,12 +4,17 @@ limit at all, and the paths and outputs gpuprov writes."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from _helpers import REPO as ROOT
 from _helpers import copy_facts, write_inventory
 
-from orchestrator import inputs
+from orchestrator import inputs, terminal
 from orchestrator.cli import main
 from orchestrator.errors import BadInputError
 
@@ -91,3 +96,28 @@ def test_a_limit_file_with_one_host_passes_and_mixed_with_an_empty_one(tmp_path:
     inputs.check_limit(f"@{empty},node2")
     with pytest.raises(BadInputError, match="names no host"):
         inputs.check_limit(f"@{empty},")
+
+
+# --- COLUMNS=0 ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_columns_0_still_prints_the_plan(tmp_path: Path, terminal: bool) -> None:
+    """rich takes COLUMNS=0 as a width of 0 and printed nothing; now the terminal's size
+    (else 80) is used. On a pty (script(1)) as on a pipe."""
+    facts = copy_facts(tmp_path, ("node1",))
+    cmd = [sys.executable, "-m", "orchestrator.cli", "plan", "--facts", str(facts)]
+    env = {**os.environ, "COLUMNS": "0"}
+    if terminal:
+        cmd = ["script", "-qec", shlex.join(cmd), "/dev/null"]
+    done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "node1" in done.stdout and "nvidia_driver" in done.stdout, done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_zero_width_is_unknown_and_others_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "0")
+    assert terminal.new_console().width >= 1
+    monkeypatch.setenv("COLUMNS", "57")
+    assert terminal.new_console().width == 57
