@@ -121,3 +121,50 @@ def test_a_zero_width_is_unknown_and_others_are_kept(monkeypatch: pytest.MonkeyP
     assert terminal.new_console().width >= 1
     monkeypatch.setenv("COLUMNS", "57")
     assert terminal.new_console().width == 57
+
+
+# --- Ctrl-C in the first moments -------------------------------------------------------------
+
+
+def _console_script() -> str:
+    """The [project.scripts] target of `provision`, as pip's generated wrapper calls it."""
+    import tomllib
+
+    target = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, func = target["provision"].split(":")
+    return f"import sys\nfrom {module} import {func}\nsys.exit({func}())\n"
+
+
+# Ctrl-C delivered while this module is first imported: inside `orchestrator.cli`'s own
+# imports, while the options are parsed (argparse's gettext), while ansible-core is loaded to
+# read the inventory settings, and while the report's console is made.
+_LANDS_IN = ["orchestrator.errors", "gettext", "ansible.constants", "rich.console"]
+
+_INTERRUPT_AT = """
+import importlib.abc, os, signal, sys
+class _Interrupt(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == {name!r}:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, _Interrupt())
+"""
+
+
+@pytest.mark.parametrize("lands_in", _LANDS_IN)
+def test_ctrl_c_before_the_run_starts_is_exit_130_without_a_traceback(
+    tmp_path: Path, lands_in: str
+) -> None:
+    facts = copy_facts(tmp_path, ("node1",))
+    code = _INTERRUPT_AT.format(name=lands_in) + _console_script()
+    done = subprocess.run(
+        [sys.executable, "-c", code, "plan", "--facts", str(facts)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 130, (done.returncode, done.stderr)
+    assert "interrupted" in done.stderr
