@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import ansiblecfg, paths, watchdog
-from .errors import BadInputError, HostError
+from .errors import BadInputError, HostError, OutputError
 from .plandoc import write_plan_document
 from .secrets import scrub_command_file
 
@@ -305,7 +305,13 @@ def new_run_dir(base: Path | None = None, now: dt.datetime | None = None) -> Pat
     while run_dir.exists():
         n += 1
         run_dir = base / f"{stamp}-{n}"
-    run_dir.mkdir(parents=True, mode=0o700)
+    try:
+        run_dir.mkdir(parents=True, mode=0o700)
+    except OSError as exc:  # checked before the run; the disk can still fill or vanish
+        raise OutputError(
+            f"the run's artifacts folder {run_dir} could not be made: {exc.strerror}",
+            fix=f"free space or fix the permissions of {base}, or pass --artifacts-dir DIR",
+        ) from exc
     with contextlib.suppress(OSError):
         rotate(base, _keep())
     LAST_RUN_DIR[:] = [run_dir.resolve()]

@@ -22,7 +22,7 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -398,31 +398,55 @@ def _plan(
     return policies, plans
 
 
-def _write_report(opts: StageOptions, report: rep.RunReport) -> None:
-    path = opts.report
-    if path:
+def _write_outputs(opts: StageOptions, report: rep.RunReport) -> int:
+    """The report (--report) and JUnit (--junit) files, each written whole or not at all.
+    One that cannot be written (checked before the run; the disk can still fill or vanish)
+    is named, an older file at its path removed (a CI job must not read the last run's), and
+    the run exits non-zero: EXIT_HOST_FAILED, else EXIT_OK."""
+    outputs: list[tuple[str, str, Callable[[str], object]]] = []
+    if opts.report:
+        doc = rep.report_document(report)
+        outputs.append(("report", opts.report, lambda path: rep.write_document(path, doc)))
+    if opts.junit and report.command not in ("detect", "plan"):
+        from .validate.junit import write_junit
+
+        outputs.append(("JUnit file", opts.junit, lambda path: write_junit(path, report)))
+    code = EXIT_OK
+    for what, path, write in outputs:
         try:
-            rep.write_document(path, rep.report_document(report))
-        except OSError as exc:  # checked before the run; the disk can still fill or vanish
+            write(path)
+        except OSError as exc:
+            code = EXIT_HOST_FAILED
+            gone = _remove_stale(path)
             print(
-                f"provision: error: the report could not be written to {path}: {exc.strerror}"
-                " (the hosts' results are above; --json prints the report on stdout)",
+                f"provision: error: the {what} could not be written to {path}: "
+                f"{exc.strerror or exc}{gone} (the hosts' results are above; --json prints "
+                "the report on stdout)",
                 file=sys.stderr,
             )
+    return code
+
+
+def _remove_stale(path: str) -> str:
+    """Remove the file an earlier run left at `path`; what to add to the message."""
+    stale = Path(path).expanduser()
+    if not stale.is_file():
+        return ""
+    try:
+        stale.unlink()
+    except OSError as exc:
+        return f"; the older file there could not be removed either ({exc.strerror})"
+    return "; the older file there was removed"
 
 
 def _finish(opts: StageOptions, console: Console, report: rep.RunReport) -> int:
     started = opts.started or report.started
     report = replace(report, started=started, finished=dt.datetime.now(dt.UTC))
     rep.render_report(console, report)
-    _write_report(opts, report)
-    if opts.junit:
-        from .validate.junit import write_junit
-
-        write_junit(opts.junit, report)
+    written = _write_outputs(opts, report)
     if opts.json:
         print(json.dumps(rep.report_document(report), indent=2))
-    return report.exit_code
+    return report.exit_code or written
 
 
 def _detect_fleet(opts: StageOptions, console: Console) -> tuple[Fleet, Detected]:
@@ -446,10 +470,10 @@ def run_detect(opts: StageOptions) -> int:
     rep.render_detect(console, detected.facts, detected.errors, names)
     reports = rep.host_reports(fleet.hosts, facts=detected.facts, detect_errors=detected.errors)
     report = rep.RunReport("detect", reports, finished=dt.datetime.now(dt.UTC))
-    _write_report(opts, report)
+    written = _write_outputs(opts, report)
     if opts.json:
         print(json.dumps(rep.report_document(report), indent=2))
-    return report.exit_code
+    return report.exit_code or written
 
 
 def _limit_saved(
@@ -526,8 +550,8 @@ def run_plan(opts: StageOptions) -> int:
         "plan",
         rep.host_reports(sorted({*facts, *errors}), facts=facts, detect_errors=errors, plans=plans),
     )
-    _write_report(opts, replace(report, finished=dt.datetime.now(dt.UTC)))
-    return report.exit_code
+    written = _write_outputs(opts, replace(report, finished=dt.datetime.now(dt.UTC)))
+    return report.exit_code or written
 
 
 @dataclass(frozen=True)

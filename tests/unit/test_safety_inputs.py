@@ -4,6 +4,8 @@ limit at all, and the paths and outputs gpuprov writes."""
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import shlex
 import subprocess
@@ -168,3 +170,174 @@ def test_ctrl_c_before_the_run_starts_is_exit_130_without_a_traceback(
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 130, (done.returncode, done.stderr)
     assert "interrupted" in done.stderr
+
+
+# --- folders and files gpuprov writes ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage", ["apply", "verify", None])
+def test_artifacts_dir_naming_a_file_is_exit_2_before_any_host(
+    tmp_path: Path, stage: str | None, no_hosts: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    inv = write_inventory(tmp_path, TWO)
+    argv = [*([stage] if stage else []), "-i", str(inv), "--artifacts-dir", str(a_file)]
+    if stage != "verify":
+        argv.append("--check")
+    _refused(argv, capsys, f"--artifacts-dir {a_file}", "is not a directory")
+    assert no_hosts == [] and a_file.read_text() == "mine\n"
+
+
+def test_artifacts_dir_from_the_environment_naming_a_file_is_exit_2(
+    tmp_path: Path,
+    no_hosts: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("")
+    monkeypatch.setenv("GPUPROV_ARTIFACTS_DIR", str(a_file / "runs"))
+    argv = ["apply", "--check", "-i", str(write_inventory(tmp_path, TWO))]
+    _refused(argv, capsys, "$GPUPROV_ARTIFACTS_DIR", f"{a_file} exists and is not a directory")
+
+
+def test_a_run_folder_that_cannot_be_made_later_is_named(tmp_path: Path) -> None:
+    """Checked before the run, the folder can still go: new_run_dir names it (exit 1)."""
+    from orchestrator.apply import new_run_dir
+    from orchestrator.errors import OutputError
+
+    a_file = tmp_path / "runs"
+    a_file.write_text("")
+    with pytest.raises(OutputError, match=f"artifacts folder {a_file}/20") as caught:
+        new_run_dir(a_file)
+    assert caught.value.exit_code == 1
+
+
+def _unwritable_home(tmp_path: Path) -> str:
+    """A $HOME nobody can write, root included: under a regular file (ENOTDIR)."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    return str(blocker / "home")
+
+
+def test_a_read_only_home_is_exit_2_naming_ansibles_folder(tmp_path: Path) -> None:
+    facts = copy_facts(tmp_path, ("node1",))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env["HOME"] = _unwritable_home(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "plan", "--facts", str(facts)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"{env['HOME']}/.ansible/tmp" in done.stderr and "ANSIBLE_LOCAL_TEMP" in done.stderr
+
+
+def _installed_under(monkeypatch: pytest.MonkeyPatch, cache: Path | str) -> None:
+    """As an installed wheel: state goes to $XDG_CACHE_HOME/gpuprov."""
+    from orchestrator import paths
+
+    monkeypatch.setattr(paths, "installed", lambda: True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+
+
+def test_a_read_only_xdg_cache_home_is_bad_input_naming_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator import ansiblecfg
+
+    cache = _unwritable_home(tmp_path)
+    _installed_under(monkeypatch, cache)
+    with pytest.raises(BadInputError, match=f"{cache}/gpuprov/.cache/facts") as caught:
+        ansiblecfg.layered_env({}, None)
+    assert "XDG_CACHE_HOME" in str(caught.value)
+
+
+def test_the_fact_cache_folder_is_0700_new_or_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator import ansiblecfg
+
+    _installed_under(monkeypatch, tmp_path)
+    folder = tmp_path / "gpuprov" / ".cache" / "facts"
+    env = ansiblecfg.layered_env({}, None)
+    assert folder.is_dir() and folder.stat().st_mode & 0o777 == 0o700
+    assert str(folder) in env.values()
+    folder.chmod(0o755)  # an older run's, made by Ansible's jsonfile plugin under umask 022
+    ansiblecfg.layered_env({}, None)
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+
+class _FullFile:
+    """A file on a full disk (/dev/full's answer to every write)."""
+
+    def __init__(self, real: object) -> None:
+        self.real = real
+
+    def __enter__(self) -> _FullFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.real.close()  # type: ignore[attr-defined]
+
+    def write(self, _text: str) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _disk_full_under(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """Every file opened for writing under `folder` answers ENOSPC."""
+    real_fdopen = os.fdopen
+
+    def fdopen(fd: int, *a: object, **kw: object) -> object:
+        f = real_fdopen(fd, *a, **kw)  # type: ignore[call-overload]
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(folder)):
+            return _FullFile(f)
+        return f
+
+    monkeypatch.setattr(os, "fdopen", fdopen)
+
+
+def _a_validate_report() -> object:
+    from orchestrator import report as rep
+
+    host = rep.HostReport("node1", validation=rep.StageResult("done"))
+    return rep.RunReport("validate", (host,))
+
+
+def test_junit_on_a_full_disk_exits_1_naming_it_and_removes_the_older_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rich.console import Console
+
+    from orchestrator import pipeline
+
+    full = tmp_path / "full"
+    full.mkdir()
+    junit, report_file = full / "junit.xml", full / "report.json"
+    junit.write_text("<testsuites><!-- the last run's --></testsuites>")
+    _disk_full_under(monkeypatch, full)
+    opts = pipeline.StageOptions(junit=str(junit), report=str(report_file))
+    code = pipeline._finish(opts, Console(file=io.StringIO()), _a_validate_report())  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"the JUnit file could not be written to {junit}: No space left on device" in err
+    assert f"the report could not be written to {report_file}" in err
+    assert "the older file there was removed" in err and not junit.exists()
+    assert "Traceback" not in err and not list(full.iterdir())  # no temporary file left
+
+
+def test_a_report_on_a_full_disk_is_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    facts = copy_facts(tmp_path, ("node1",))
+    full = tmp_path / "full"
+    full.mkdir()
+    _disk_full_under(monkeypatch, full)
+    assert main(["plan", "--facts", str(facts), "--report", str(full / "r.json")]) == 1
+    err = capsys.readouterr().err
+    assert f"the report could not be written to {full / 'r.json'}: No space left" in err
