@@ -206,12 +206,12 @@ def load_extra_vars(
     from ansible import context
     from ansible.errors import AnsibleError
     from ansible.module_utils.common.collections import ImmutableDict
-    from ansible.parsing.dataloader import DataLoader
     from ansible.utils import vars as ansible_vars
 
     from .inventory import VaultOptions, _vault_secrets
+    from .yamlbudget import data_loader
 
-    loader = DataLoader()
+    loader = data_loader()  # DataLoader with an alias budget (yamlbudget.py)
     if any(v.startswith("@") for v in values):  # a file may be vault-encrypted
         # an ID whose source is `prompt` would ask now and again later: left to Ansible
         ids = tuple(i for i in vault_ids if not i.endswith("@prompt") and i != "prompt")

@@ -341,3 +341,78 @@ def test_a_report_on_a_full_disk_is_exit_1(
     assert main(["plan", "--facts", str(facts), "--report", str(full / "r.json")]) == 1
     err = capsys.readouterr().err
     assert f"the report could not be written to {full / 'r.json'}: No space left" in err
+
+
+# --- YAML alias bombs --------------------------------------------------------------------------
+
+# 254 bytes that stand for 9**7 (4.8 million) strings: cost `provision plan` 112 s and 760 MB.
+BOMB = "".join(
+    f"{name}: &{name} [{', '.join([f'*{prev}'] * 9)}]\n"
+    for prev, name in zip("abcdef", "bcdefg", strict=True)
+)
+BOMB = 'a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]\n' + BOMB
+
+
+def _provision(argv: list[str], timeout: int = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_the_bomb_is_small_and_expands_past_the_budget() -> None:
+    from orchestrator import yamlbudget
+
+    assert len(BOMB) < 400
+    size = yamlbudget.expanded_nodes(BOMB)
+    assert size is not None and size > yamlbudget.NODE_BUDGET
+
+
+def test_expanded_nodes_counts_each_alias_as_the_node_it_names() -> None:
+    from orchestrator import yamlbudget
+
+    # mapping 1 + key a 1 + [1, 2] 3 + key b 1 + [*a, *a] (1 + 3 + 3)
+    assert yamlbudget.expanded_nodes("a: &a [1, 2]\nb: [*a, *a]\n") == 13
+    assert yamlbudget.expanded_nodes("") == 0
+    assert yamlbudget.expanded_nodes("a: [\n") is None  # left to the reader's own error
+
+
+@pytest.mark.parametrize("where", ["group_vars", "yaml_inventory", "extra_vars"])
+def test_an_alias_bomb_is_refused_fast_naming_the_file(tmp_path: Path, where: str) -> None:
+    inv = write_inventory(tmp_path, TWO)
+    extra: list[str] = []
+    bomb = tmp_path / "bomb.yml"
+    if where == "group_vars":
+        bomb = tmp_path / "group_vars" / "all.yml"
+        bomb.parent.mkdir()
+        bomb.write_text(BOMB)
+    elif where == "yaml_inventory":
+        inv = tmp_path / "hosts.yml"
+        nested = "".join(f"    {line}\n" for line in BOMB.splitlines())
+        inv.write_text(
+            f"gpu_nodes:\n  hosts:\n    node1:\n      ansible_connection: local\n  vars:\n{nested}"
+        )
+        bomb = inv
+    else:
+        bomb.write_text(BOMB)
+        extra = ["-e", f"@{bomb}", "--check"]
+    stage = ["apply"] if extra else ["plan"]
+    done = _provision([*stage, "-i", str(inv), *extra])
+    assert done.returncode == 2, done.stderr
+    assert f"{bomb}: its YAML aliases expand to more than 1,000,000 values" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_ordinary_aliases_still_load(tmp_path: Path) -> None:
+    inv = write_inventory(tmp_path, TWO)
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all.yml").write_text(
+        "docker_opts: &opts {log-driver: json-file}\nother_opts: *opts\n"
+    )
+    from orchestrator.inventory import load_inventory
+
+    loaded = load_inventory(inv, None)
+    assert loaded.hosts[0].vars["other_opts"] == {"log-driver": "json-file"}
