@@ -308,6 +308,7 @@ class FabricFacts:
     ofi_nccl: tuple[str, ...] = ()  # aws-ofi-nccl libraries under /opt/amazon/ofi-nccl/lib
     fi_info: FiInfo | None = None  # None: no fi_info on the host
     ibstatus: tuple[RdmaPort, ...] | None = None  # None: no ibstatus on the host
+    unread: tuple[str, ...] = ()  # rdma.txt lines the parser does not know (kept out)
 
     @property
     def memlock_unlimited(self) -> bool:
