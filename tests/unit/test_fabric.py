@@ -13,7 +13,6 @@ import pytest
 from orchestrator.catalog import default_catalog
 from orchestrator.facts import HostFacts, LoadedDriver
 from orchestrator.parsers import parse_host
-from orchestrator.parsers._text import ParseError
 from orchestrator.parsers.fabric import parse_fi_info, parse_ibstatus, parse_rdma, rate_gbps
 from orchestrator.plan import plan_host
 from orchestrator.policy import load_policy
