@@ -50,9 +50,7 @@ def test_32_gpus_are_not_too_many() -> None:
 
 def test_7_b200_block_as_a_board_one_gpu_short() -> None:
     found = _blockers_naming_pci(_plan(variant({B200: 7})))
-    assert any("shows 7x B200: an HGX board of that model holds 8 GPUs" in b for b in found), (
-        found
-    )
+    assert any("shows 7x B200: an HGX board of that model holds 8 GPUs" in b for b in found), found
 
 
 def test_b200_counts_a_host_can_show_pass() -> None:
