@@ -416,3 +416,34 @@ def test_ordinary_aliases_still_load(tmp_path: Path) -> None:
 
     loaded = load_inventory(inv, None)
     assert loaded.hosts[0].vars["other_opts"] == {"log-driver": "json-file"}
+
+
+# --- artifacts rotation ----------------------------------------------------------------------
+
+
+def test_rotation_removes_only_folders_gpuprov_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48: `--artifacts-dir DIR` deleted any `YYYYMMDDT...` folder of DIR beyond the
+    newest 20, whoever made it. Now only folders holding gpuprov's marker are rotated."""
+    import datetime as dt
+
+    from orchestrator.apply import new_run_dir
+
+    marker = ".gpuprov-run"  # apply.RUN_MARKER
+    monkeypatch.setenv("GPUPROV_ARTIFACTS_KEEP", "2")
+    base = tmp_path / "shared"
+    base.mkdir()
+    theirs = base / "20200101T000000Z"  # a backup someone keeps there, named like a run
+    theirs.mkdir()
+    (theirs / "data.bin").write_text("precious")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / marker).write_text("")
+    (base / "20200101T000001Z").symlink_to(elsewhere)  # a link to a folder with a marker
+    start = dt.datetime(2026, 12, 1, 17, 0, tzinfo=dt.UTC)
+    made = [new_run_dir(base, start + dt.timedelta(minutes=i)) for i in range(4)]
+    left = sorted(p.name for p in base.iterdir())
+    assert (theirs / "data.bin").read_text() == "precious" and elsewhere.is_dir()
+    assert left == sorted([theirs.name, "20200101T000001Z", made[2].name, made[3].name])
+    assert all((d / marker).is_file() for d in made[2:])
