@@ -507,9 +507,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _sigterm)
     try:
-        from . import timing
+        from . import interrupt, timing
 
         timing.reset()
+        interrupt.PARTIAL.clear()  # what a Ctrl-C in validate or verify reports
         check_arguments(args)
         stage = args.stage or "all"
         if stage == "lab":

@@ -32,8 +32,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import apply as apply_mod
+from . import interrupt, rollout, timing
 from . import report as rep
-from . import rollout, timing
 from .catalog import Catalog, default_catalog
 from .errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError, HostError
 from .facts import HostFacts
@@ -268,6 +268,7 @@ def _verify_hosts(
     if not isinstance(fleet.handle, Inventory):
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
     shown = console or new_console(stderr=True, quiet=True)
+    interrupt.stage_started("verify", tuple(hosts))  # what Ctrl-C reports
     with timing.stage("verify", hosts), StageProgress(shown, "verify", len(hosts)) as stage:
         # each host reached as detection reaches it (jump hosts, become, vault: the inventory
         # as loaded), one session per host for the whole suite
@@ -277,6 +278,7 @@ def _verify_hosts(
             run = run_suite([fleet.handle.host(h) for h in hosts], workdir, plan_file=plan_file)
         for h in hosts:
             stage.advance(failed=any(c.status == "fail" for c in run.results.get(h, ())))
+    interrupt.stage_ended()
     return {
         h: _lost(run.results[h]) or rep.StageResult("done", tuple(run.results[h]))
         if h in run.results
@@ -642,8 +644,6 @@ def _apply_fleet(opts: StageOptions, console: Console, fleet: Fleet) -> _Applied
         "routes": _routes(fleet, skips.run),
     }
     owner = hostlock.owner_of(run_dir)
-    from . import interrupt
-
     interrupt.DRAINED_AT_START.clear()  # what an interrupted report says of resumed upgrades
     interrupt.DRAINED_AT_START.update(
         {
@@ -733,6 +733,7 @@ def _validation(
     from .progress import StageProgress
 
     stage = StageProgress(console, "validate", len(todo))
+    finished = interrupt.stage_started("validate", tuple(todo))  # what Ctrl-C reports
 
     def one(h: str) -> rep.StageResult:
         def say(msg: str) -> None:
@@ -761,12 +762,13 @@ def _validation(
         futures = [pool.submit(one, h) for h in todo]
         try:
             for h, future in zip(todo, futures, strict=True):
-                out[h] = future.result()
+                out[h] = finished[h] = future.result()
         except KeyboardInterrupt:  # only this thread hears Ctrl-C: stop every host's run
             from .validate.runner import interrupt_running
 
             interrupt_running()
             raise
+    interrupt.stage_ended()
     return {h: out[h] for h in hosts}
 
 
@@ -796,6 +798,9 @@ def run_validate(opts: StageOptions) -> int:
     console = _console(opts)
     fleet, detected = _detect_fleet(opts, console)
     policies, plans = _plan(detected.facts, fleet.hostvars, default_catalog(), fleet.origins)
+    interrupt.run_planned(
+        interrupt.PartialRun(tuple(fleet.hosts), detected.facts, detected.errors, plans)
+    )
     validation = _validation(fleet, fleet.hosts, detected, plans, policies, opts)
     if opts.multinode:
         validation = _multinode(fleet, detected, validation, console)
@@ -828,6 +833,15 @@ def run_verify(opts: StageOptions) -> int:
     run_dir = early[0] if early is not None else None
     if hosts and run_dir is None:  # no suite started early (no inventory to reach hosts by)
         run_dir = apply_mod.new_run_dir(apply_mod.artifacts_root(opts.artifacts_dir))
+    interrupt.run_planned(
+        interrupt.PartialRun(
+            tuple(fleet.hosts),
+            detected.facts,
+            detected.errors,
+            plans,
+            artifact_dir=str(run_dir) if run_dir else None,
+        )
+    )
     verification = (
         _verify_hosts(
             fleet,
@@ -879,6 +893,16 @@ def _after_apply(
         # (no playbook ran: every role was converged, the first detection still holds).
         ran = done.result.status != "skipped"
         after = _detect(done.fleet, console) if ran else done.detected
+        interrupt.run_planned(
+            interrupt.PartialRun(
+                tuple(done.fleet.hosts),
+                {**done.detected.facts, **after.facts},
+                {**done.detected.errors, **after.errors},
+                done.plans,
+                applied=applied,
+                artifact_dir=str(done.result.artifact_dir),
+            )
+        )
         validation = _validation(done.fleet, ok, after, done.plans, done.policies, opts)
         verification = _verify_hosts(
             done.fleet,
