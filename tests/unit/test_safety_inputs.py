@@ -447,3 +447,15 @@ def test_rotation_removes_only_folders_gpuprov_made(
     assert (theirs / "data.bin").read_text() == "precious" and elsewhere.is_dir()
     assert left == sorted([theirs.name, "20200101T000001Z", made[2].name, made[3].name])
     assert all((d / marker).is_file() for d in made[2:])
+
+
+def test_the_plan_document_on_a_full_disk_is_named_and_leaves_no_half_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.errors import OutputError
+    from orchestrator.plandoc import FILE_NAME, write_plan_document
+
+    _disk_full_under(monkeypatch, tmp_path)
+    with pytest.raises(OutputError, match=f"plan document could not be written to {tmp_path}"):
+        write_plan_document(tmp_path, {"node1": {"gpuprov_roles": ["docker"]}})
+    assert not (tmp_path / FILE_NAME).exists() and not list(tmp_path.iterdir())
