@@ -189,3 +189,43 @@ def test_a_lock_without_an_owner_is_named_with_how_to_remove_it(
     said = " ".join(result.hosts["a"].failed_tasks)  # type: ignore[attr-defined]
     assert f"run lock {lock} on a has no owner" in said, said
     assert f"rm -rf {lock}" in said
+
+
+def _left_running(run: str, seconds: int) -> subprocess.Popen[bytes]:
+    """A command of `run` still running on the host (an apt-get a Ctrl-C left behind): its
+    environment carries GPUPROV_RUN, as every task's processes do under site.yml."""
+    return subprocess.Popen(["sleep", str(seconds)], env={**os.environ, "GPUPROV_RUN": run})
+
+
+def test_the_lock_is_given_back_only_once_the_runs_commands_are_gone(
+    tmp_path: Path, local: dict[str, object]
+) -> None:
+    run_dir = new_run_dir(tmp_path / "artifacts")
+    owner = owner_of(run_dir)
+    _held_by(tmp_path, owner)
+    straggler = _left_running(owner.run, 12)
+    try:
+        release(owner, ["a"], run_dir, None, **local)  # type: ignore[arg-type]
+        assert straggler.poll() is not None  # it had ended before the lock went
+        assert not (tmp_path / "state" / "run.lock").exists()
+    finally:
+        straggler.kill()
+        straggler.wait()
+
+
+def test_a_dead_runs_lock_is_not_taken_over_while_its_commands_still_run(
+    tmp_path: Path, local: dict[str, object]
+) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    holder = Owner(f"{socket.gethostname()}/20261201T1700Z/{gone.pid}", "ops", "T")
+    _held_by(tmp_path, holder)
+    straggler = _left_running(holder.run, 120)
+    try:
+        _owner, _run_dir, result = _take(tmp_path, local)
+        said = " ".join(result.hosts["a"].failed_tasks)  # type: ignore[attr-defined]
+        assert "but its commands still run on a" in said and f"{straggler.pid} sleep 120" in said
+        assert (tmp_path / "state" / "run.lock" / "run").read_text().strip() == holder.run
+    finally:
+        straggler.kill()
+        straggler.wait()
