@@ -33,6 +33,8 @@ Issue 48: facts that no machine can have are blockers naming the capture they co
   GPU short are left to validation's `gpu_count`, which names the missing GPU.)
 - rdma.txt lines the parser does not know: the rest of the fabric is kept, the lines named
   (a warning: a newer probe may list more).
+- What a stopped run left (recovery.txt: dpkg's journal, a restart a role owes): a warning
+  `needs_recovery: <cause>` in the plan (text and JSON), saying what the next apply does.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def check_captures(
     _one_model_per_board(facts, catalog, blockers)
     _nvlink5_board_count(facts, catalog, blockers)
     _unread_fabric_lines(facts, warnings)
+    _needs_recovery(facts, warnings)
 
 
 def _gpu_counts(
@@ -191,3 +194,15 @@ def _unread_fabric_lines(facts: HostFacts, warnings: MutableSequence[str]) -> No
 def _model_name(catalog: Catalog, device_id: int) -> str:
     model = catalog.gpu(device_id)
     return model.model if model else f"0x{device_id:04x}"
+
+
+def _needs_recovery(facts: HostFacts, warnings: MutableSequence[str]) -> None:
+    """What a stopped run left on the host (parsers/recovery.py): said in the plan (text and
+    JSON), with what the next apply does about it (site.yml's recovery pre-tasks, under the
+    run lock, before any role)."""
+    for cause in facts.recovery:
+        warnings.append(
+            f"needs_recovery: {cause}; the next `provision apply` recovers it under the run "
+            "lock before the roles (dpkg: `dpkg --configure -a`; a pending restart: the role "
+            "restarts the service)"
+        )
