@@ -16,6 +16,9 @@ never converged (every run here is stopped early, or refused before any change).
    (A Ctrl-C mid-upgrade, the host drained: tests/lab/test_upgrade_lab.py.)
 5. A host that reboots under a run: reported unreachable with "the host went away mid-run",
    the run ends, and the host comes back under a new boot id.
+6. A host left mid-dpkg (dpkg's journal, issue 48): `plan` says needs_recovery, and an apply
+   of only the playbook's always-tagged tasks runs `dpkg --configure -a` (76 s alone,
+   2026-12-05).
 
 Duration on the shared 2-core machine: about 5 min (2026-12-03: 5 passed in 296 s beside
 other lab runs; lab up ~10 s, then runs that are each stopped within ~2 min).
