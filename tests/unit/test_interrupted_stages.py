@@ -5,6 +5,7 @@ finished keep their results, the others are an `error` result "interrupted"."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -19,6 +20,16 @@ from orchestrator.parsers import parse_host
 from orchestrator.result import CheckResult
 
 TWO = "[gpu_nodes]\na ansible_connection=local\nb ansible_connection=local\n"
+
+
+@pytest.fixture(autouse=True)
+def _runner_not_left_interrupted() -> Iterator[None]:
+    """A Ctrl-C in validate sets the runner's process-wide INTERRUPTED (a real run exits
+    after it); later tests in this worker must not inherit it."""
+    from orchestrator.validate import runner
+
+    yield
+    runner.INTERRUPTED.clear()
 
 
 def _fixture_detection(monkeypatch: pytest.MonkeyPatch) -> None:
