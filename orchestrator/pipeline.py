@@ -470,6 +470,9 @@ def run_detect(opts: StageOptions) -> int:
         console.print(f"raw outputs of {len(detected.raw)} host(s) saved under {root}")
     names = {i: g.model for g in default_catalog().gpus for i in g.device_ids}
     rep.render_detect(console, detected.facts, detected.errors, names)
+    for host, facts in sorted(detected.facts.items()):  # what a stopped run left (issue 48)
+        for cause in facts.recovery:
+            console.print(f"{escape(host)}: needs_recovery: {escape(cause)}", highlight=False)
     reports = rep.host_reports(fleet.hosts, facts=detected.facts, detect_errors=detected.errors)
     report = rep.RunReport("detect", reports, finished=dt.datetime.now(dt.UTC))
     written = _write_outputs(opts, report)

@@ -8,6 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 from test_plan import variant
 
@@ -81,3 +82,26 @@ def test_site_yml_replays_dpkg_s_journal_after_the_lock_and_before_any_role() ->
     task = play["pre_tasks"][replay]
     assert task["ansible.builtin.command"]["argv"] == ["dpkg", "--configure", "-a"]
     assert play["environment"]["GPUPROV_RUN"]  # every task's processes carry the run
+
+
+def test_detect_says_needs_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from typing import Any
+
+    from _helpers import H200, write_inventory
+
+    from orchestrator import pipeline
+    from orchestrator.cli import main
+
+    raw = {p.name: p.read_text() for p in H200.iterdir() if p.is_file()}
+    raw[names.RECOVERY] = "restart_pending docker-restart-pending\n# exit=0\n"
+
+    def detect(fleet: Any, console: Any, *, record: bool = False) -> pipeline.Detected:
+        return pipeline.Detected({"n1": raw}, {"n1": parse_host("n1", raw)}, {})
+
+    monkeypatch.setattr(pipeline, "_detect", detect)
+    inv = write_inventory(tmp_path, "[gpu_nodes]\nn1 ansible_connection=local\n")
+    assert main(["detect", "-i", str(inv)]) == 0
+    out = capsys.readouterr().out
+    assert "n1: needs_recovery: a stopped run owes Docker's restart" in out, out
