@@ -120,8 +120,45 @@ def user_config(cwd: Path | None = None) -> Path | None:
 
 def _value(setting: Setting) -> str:
     if (setting.section, setting.key) == _FACT_CACHE:
-        return str(paths.state_root() / ".cache" / "facts")
+        return str(fact_cache_dir())
     return setting.value
+
+
+def fact_cache_dir() -> Path:
+    """gpuprov's fact cache folder (Ansible's jsonfile cache: every host's facts, its
+    hostvars), made 0700 before Ansible writes into it, as its jsonfile plugin would make it
+    with the umask's mode (world-readable under the usual 022); an existing one is narrowed.
+    A folder that cannot be made (a read-only or full $XDG_CACHE_HOME) is bad input, named."""
+    folder = paths.state_root() / ".cache" / "facts"
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if folder.stat().st_mode & 0o077:
+            folder.chmod(0o700)
+    except OSError as exc:
+        raise BadInputError(
+            f"gpuprov's fact cache folder {folder} cannot be made or narrowed to 0700: "
+            f"{exc.strerror or exc}",
+            fix="make the folder writable (installed: $XDG_CACHE_HOME/gpuprov, default "
+            "~/.cache/gpuprov; set XDG_CACHE_HOME to a folder you can write)",
+        ) from exc
+    return folder
+
+
+def load_constants() -> None:
+    """Load ansible-core's settings (`ansible.constants`) once, early. Loading them makes
+    Ansible's local temporary folder (ANSIBLE_LOCAL_TEMP, `local_tmp`, default
+    ~/.ansible/tmp); under a read-only or missing $HOME that fails inside an import, which
+    would print Ansible's traceback: here it is bad input, named, before any host."""
+    from ansible.errors import AnsibleError
+
+    try:
+        import ansible.constants  # noqa: F401
+    except AnsibleError as exc:
+        raise BadInputError(
+            f"ansible-core cannot start: {str(exc).splitlines()[0]}",
+            fix="make $HOME writable, or set ANSIBLE_LOCAL_TEMP to a folder you can write "
+            "(e.g. ANSIBLE_LOCAL_TEMP=/tmp/ansible-$USER)",
+        ) from exc
 
 
 def _their_paths(

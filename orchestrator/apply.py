@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import ansiblecfg, paths, watchdog
-from .errors import BadInputError, HostError
+from .errors import BadInputError, HostError, OutputError
 from .plandoc import write_plan_document
 from .secrets import scrub_command_file
 
@@ -237,11 +237,26 @@ def _keep() -> int:
     return int(text) if text.isdigit() and int(text) > 0 else KEEP_RUNS
 
 
+# Written into every run directory as it is made: rotation removes only folders that hold
+# it, so a folder gpuprov did not make is never deleted, whatever its name (issue 48:
+# `--artifacts-dir DIR` removed any `YYYYMMDDT...` folder of DIR beyond the newest 20).
+RUN_MARKER = ".gpuprov-run"
+
+
 def rotate(base: Path, keep: int) -> list[Path]:
-    """Remove all but the newest `keep` run directories under `base` (names are UTC
-    timestamps, so name order is age order); returns those removed."""
+    """Remove all but the newest `keep` run directories under `base` that gpuprov made (the
+    RUN_MARKER file in them; names are UTC timestamps, so name order is age order); returns
+    those removed. A link, a plain folder, a folder of an older gpuprov: never touched."""
     runs = sorted(
-        (d for d in base.iterdir() if d.is_dir() and d.name[:8].isdigit() and "T" in d.name),
+        (
+            d
+            for d in base.iterdir()
+            if d.name[:8].isdigit()
+            and "T" in d.name
+            and not d.is_symlink()
+            and d.is_dir()
+            and (d / RUN_MARKER).is_file()
+        ),
         key=lambda d: d.name,
     )
     gone = runs[: max(0, len(runs) - keep)]
@@ -305,7 +320,18 @@ def new_run_dir(base: Path | None = None, now: dt.datetime | None = None) -> Pat
     while run_dir.exists():
         n += 1
         run_dir = base / f"{stamp}-{n}"
-    run_dir.mkdir(parents=True, mode=0o700)
+    try:
+        run_dir.mkdir(parents=True, mode=0o700)
+        (run_dir / RUN_MARKER).write_text(
+            f"made by provision (pid {os.getpid()}) at {stamp}; rotation may remove this "
+            "folder (GPUPROV_ARTIFACTS_KEEP)\n",
+            encoding="utf-8",
+        )
+    except OSError as exc:  # checked before the run; the disk can still fill or vanish
+        raise OutputError(
+            f"the run's artifacts folder {run_dir} could not be made: {exc.strerror}",
+            fix=f"free space or fix the permissions of {base}, or pass --artifacts-dir DIR",
+        ) from exc
     with contextlib.suppress(OSError):
         rotate(base, _keep())
     LAST_RUN_DIR[:] = [run_dir.resolve()]

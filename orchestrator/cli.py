@@ -28,6 +28,8 @@ from pathlib import Path
 from .errors import EXIT_BAD_INPUT, BadInputError, GpuprovError
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+# Stages that make a run folder under the artifacts folder (apply's, verify's suite).
+ARTIFACT_STAGES = ("all", "apply", "verify")
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout closed it
 
 # Stage name -> "module:function"; each function takes the parsed options and returns an
@@ -436,8 +438,21 @@ def check_arguments(args: argparse.Namespace) -> None:
         check_options(args.serial, args.max_fail_percent)
         if args.max_unavailable is not None:
             count(args.max_unavailable, 1, "--max-unavailable")
+    from .ansiblecfg import load_constants
+
+    load_constants()  # ansible-core's local temporary folder: a read-only $HOME is named
     if getattr(args, "report", None):
         _writable_file(Path(args.report).expanduser(), "--report")
+    if stage in ARTIFACT_STAGES:
+        from .apply import ARTIFACTS_ENV, artifacts_root
+
+        chosen = getattr(args, "artifacts_dir", None)
+        where = "the artifacts folder (./artifacts)"
+        if chosen:
+            where = "--artifacts-dir"
+        elif os.environ.get(ARTIFACTS_ENV):
+            where = f"${ARTIFACTS_ENV}"
+        _writable_dir(artifacts_root(chosen), where)
     if getattr(args, "save", None):
         _writable_dir(Path(args.save).expanduser(), "--save")
     facts = getattr(args, "facts", None)
@@ -492,9 +507,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _sigterm)
     try:
-        from . import timing
+        from . import interrupt, timing
 
         timing.reset()
+        interrupt.PARTIAL.clear()  # what a Ctrl-C in validate or verify reports
         check_arguments(args)
         stage = args.stage or "all"
         if stage == "lab":

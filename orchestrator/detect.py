@@ -513,15 +513,16 @@ def detect_hosts(
     show = sys.stderr.isatty() if progress is None else progress
     bar: Any = None
     if show:
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        from .terminal import new_console
 
         bar = Progress(
             "[progress.description]{task.description}",
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            console=Console(stderr=True),
+            console=new_console(stderr=True),
             transient=True,
         )
         bar.start()

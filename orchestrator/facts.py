@@ -308,6 +308,7 @@ class FabricFacts:
     ofi_nccl: tuple[str, ...] = ()  # aws-ofi-nccl libraries under /opt/amazon/ofi-nccl/lib
     fi_info: FiInfo | None = None  # None: no fi_info on the host
     ibstatus: tuple[RdmaPort, ...] | None = None  # None: no ibstatus on the host
+    unread: tuple[str, ...] = ()  # rdma.txt lines the parser does not know (kept out)
 
     @property
     def memlock_unlimited(self) -> bool:
@@ -345,6 +346,8 @@ class HostFacts:
     xids: tuple[XidEvent, ...] = ()
     uptime_s: float | None = None  # /proc/uptime when detected; ages Xid events
     upgrade: UpgradeState | None = None  # a driver upgrade recorded on the host, if any
+    # issue 48: what a stopped run left to recover (parsers/recovery.py), one cause a line
+    recovery: tuple[str, ...] = ()
     arch: str = ""  # `uname -m`: "x86_64", "aarch64"; "" when unknown
     kernels: KernelState | None = None  # installed kernels and modules; None: not probed
     fabric: FabricFacts | None = None  # RDMA devices and their stack; None: not probed

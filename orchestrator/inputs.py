@@ -43,12 +43,14 @@ def check_limit(limit: str | None, option: str = "--limit") -> None:
     """`limit` as ansible-core's `split_host_pattern` reads it: refused when that drops part
     of it. Without a comma, ansible-core splits on ':' and keeps only words and whole
     `[...]` groups, so `~node[` becomes `~node` (every host whose name starts so) and
-    `node[1` becomes `node` and `1`: a typo that widens the run."""
-    if not limit:
+    `node[1` becomes `node` and `1`: a typo that widens the run. One that reads as no
+    pattern at all (``, `,`, an empty `@file`) would select every host: refused too."""
+    if limit is None:
         return
     from ansible.inventory.manager import split_host_pattern
 
     kept = split_host_pattern(limit)
+    _check_selects_something(limit, kept, option)
     if "," in limit:
         return  # split on commas only: nothing is dropped (each part is matched as given)
     if re.sub(r"[\s:]", "", "".join(kept)) == re.sub(r"[\s:]", "", limit):
@@ -59,6 +61,39 @@ def check_limit(limit: str | None, option: str = "--limit") -> None:
         f"{read} (an unmatched '[' or ']' is dropped), which can select more hosts than meant",
         fix="close the bracket ('g[0:3]', '~node[12]'), or separate patterns with commas "
         "('a,b'); Ansible's host patterns: a group, a host, 'a:b', 'g:!h', '~regex'",
+    )
+
+
+def _read_as_ansible(patterns: Sequence[str]) -> list[str]:
+    """The patterns ansible-core's `InventoryManager.subset` keeps: each `@file` replaced by
+    its lines, stripped; empty ones it skips when matching. An unreadable file is left to
+    Ansible's own error (read where the inventory is loaded)."""
+    read: list[str] = []
+    for pattern in patterns:
+        if pattern.startswith("@"):
+            try:
+                text = Path(pattern[1:]).read_text(errors="replace")
+            except OSError:
+                read.append(pattern)
+                continue
+            read.extend(line.strip() for line in text.split("\n"))
+        else:
+            read.append(pattern)
+    return [p for p in read if p]
+
+
+def _check_selects_something(limit: str, kept: Sequence[str], option: str) -> None:
+    """ansible-core applies no subset at all when every pattern it reads is empty (`,`, an
+    empty or blank `@file`): the run would take every host. Refused; `all` says so."""
+    if _read_as_ansible(kept):
+        return
+    files = [p[1:] for p in kept if p.startswith("@")]
+    said = f" ({', '.join(files)} holds no host pattern)" if files else ""
+    raise BadInputError(
+        f"{option} {limit!r} names no host{said}: Ansible reads it as no limit at all and "
+        "would select every host",
+        fix=f"name the hosts or groups ({option} node1,node2; a file of one pattern per line "
+        f"as {option} @FILE), or {option} all to mean every host",
     )
 
 
@@ -171,12 +206,12 @@ def load_extra_vars(
     from ansible import context
     from ansible.errors import AnsibleError
     from ansible.module_utils.common.collections import ImmutableDict
-    from ansible.parsing.dataloader import DataLoader
     from ansible.utils import vars as ansible_vars
 
     from .inventory import VaultOptions, _vault_secrets
+    from .yamlbudget import data_loader
 
-    loader = DataLoader()
+    loader = data_loader()  # DataLoader with an alias budget (yamlbudget.py)
     if any(v.startswith("@") for v in values):  # a file may be vault-encrypted
         # an ID whose source is `prompt` would ask now and again later: left to Ansible
         ids = tuple(i for i in vault_ids if not i.endswith("@prompt") and i != "prompt")

@@ -6,6 +6,12 @@ step and whether the run left it drained (from the run's job events: the step fi
 roles/driver_upgrade the host's tasks came from); it goes to `--report PATH` when given, and
 into the run's artifact directory (`artifacts/<run>/report.json`) beside Ansible's own events.
 By then Ansible's process tree has ended (orchestrator/watchdog.py).
+
+A run stopped in validate or verify (issue 48: it left `"hosts": {}` and no JUnit, and after
+an apply said "mid-change") writes the full report of what it knows instead: the pipeline
+records each stage as it starts (`stage_started`) with the hosts' facts and plans
+(`PartialRun`); hosts that finished keep their results, the others get an `error` result
+"interrupted", and the JUnit file (`--junit`) is written from the same report.
 """
 
 from __future__ import annotations
@@ -16,10 +22,14 @@ import datetime as dt
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .progress import last_run
+
+if TYPE_CHECKING:
+    from .report import RunReport, StageResult
 
 _STEP_FILE = re.compile(r"/driver_upgrade/tasks/step-([a-z-]+)\.yml:")
 # the upgrade's steps after the drain and before the undrain (roles/driver_upgrade/vars)
@@ -48,6 +58,63 @@ def _run_dir(started: dt.datetime | None, artifacts: str | None) -> Path | None:
         since = started.timestamp() - 1
         dirs = [d for d in dirs if d.stat().st_mtime >= since]
     return max(dirs, key=lambda d: d.stat().st_mtime).resolve() if dirs else None
+
+
+@dataclass
+class PartialRun:
+    """What a run knows once its hosts are detected and planned (pipeline.py records it), and
+    the validate or verify stage under way, if any, with the results of its finished hosts."""
+
+    hosts: tuple[str, ...]
+    facts: Mapping[str, Any]
+    detect_errors: Mapping[str, str]
+    plans: Mapping[str, Any]
+    applied: Mapping[str, Any] = field(default_factory=dict)
+    artifact_dir: str | None = None
+    stage: str = ""  # "validate" / "verify" while one runs
+    running: tuple[str, ...] = ()  # the stage's hosts
+    validation: dict[str, StageResult] = field(default_factory=dict)
+    verification: dict[str, StageResult] = field(default_factory=dict)
+
+    def report(self, command: str, signal_name: str) -> RunReport:
+        from .report import RunReport, StageResult, host_reports
+
+        stopped = StageResult("error", note=f"interrupted ({signal_name}) before it finished")
+        results = self.validation if self.stage == "validate" else self.verification
+        done = {**results, **{h: stopped for h in self.running if h not in results}}
+        reports = host_reports(
+            self.hosts,
+            facts=self.facts,
+            detect_errors=self.detect_errors,
+            plans=self.plans,
+            applied=self.applied,
+            validation=done if self.stage == "validate" else self.validation,
+            verification=done if self.stage == "verify" else self.verification,
+        )
+        return RunReport(command, reports, artifact_dir=self.artifact_dir)
+
+
+PARTIAL: list[PartialRun] = []  # this process's run, once planned (pipeline.py)
+
+
+def run_planned(run: PartialRun) -> PartialRun:
+    PARTIAL[:] = [run]
+    return run
+
+
+def stage_started(stage: str, hosts: tuple[str, ...]) -> dict[str, StageResult]:
+    """Record that `stage` runs on `hosts`; returns the dict its results go into as each
+    host finishes (a throwaway one when no run was recorded)."""
+    if not PARTIAL:
+        return {}
+    run = PARTIAL[-1]
+    run.stage, run.running = stage, hosts
+    return run.validation if stage == "validate" else run.verification
+
+
+def stage_ended() -> None:
+    if PARTIAL:
+        PARTIAL[-1].stage, PARTIAL[-1].running = "", ()
 
 
 @dataclass(frozen=True)
@@ -121,10 +188,51 @@ def _host(h: str, hosts: Mapping[str, str], upgrades: Mapping[str, UpgradeSeen])
     return out
 
 
+def _stage_report(args: argparse.Namespace, run: PartialRun, signal_name: str) -> list[str]:
+    """A run stopped in validate or verify: its report and JUnit from what it knows."""
+    from .report import report_document, write_document
+
+    command = args.stage or "all"
+    report = run.report(command, signal_name)
+    finished = [
+        h
+        for h in run.running
+        if h in (run.validation if run.stage == "validate" else run.verification)
+    ]
+    lines = [
+        f"interrupted during {run.stage}: {len(finished)} of {len(run.running)} host(s) "
+        f"finished it; the others are reported as interrupted"
+        + ("; the apply had finished, no host was mid-change" if run.applied else "")
+    ]
+    doc = report_document(report) | {"interrupted": True, "signal": signal_name, "exit_code": 130}
+    written = []
+    folder = Path(run.artifact_dir) if run.artifact_dir else None
+    for path in (getattr(args, "report", None), folder / "report.json" if folder else None):
+        if path:
+            try:
+                written.append(str(write_document(path, doc)))
+            except OSError as exc:
+                lines.append(f"the report could not be written to {path}: {exc.strerror or exc}")
+    junit = getattr(args, "junit", None)
+    if junit:
+        from .validate.junit import write_junit
+
+        try:
+            write_junit(junit, report)
+            written.append(str(junit))
+        except OSError as exc:
+            lines.append(f"the JUnit file could not be written to {junit}: {exc.strerror or exc}")
+    if written:
+        lines.append(f"the run's report: {', '.join(written)}")
+    return lines
+
+
 def interrupted_report(args: argparse.Namespace, signal_name: str = "SIGINT") -> list[str]:
     """What to tell the user; writes the report where it can."""
     from .report import write_document
 
+    if PARTIAL and PARTIAL[-1].stage:
+        return _stage_report(args, PARTIAL[-1], signal_name)
     progress = last_run()
     started = getattr(args, "started", None)
     lines = []

@@ -397,10 +397,11 @@ def _manager(paths: Sequence[Path], vault: VaultOptions) -> tuple[Any, Any, Any]
     import ansible.constants as C
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
     from ansible.vars.manager import VariableManager
 
-    loader = DataLoader()
+    from .yamlbudget import data_loader
+
+    loader = data_loader()  # DataLoader with an alias budget (yamlbudget.py)
     _vault_secrets(loader, vault)
     saved = C.INVENTORY_ANY_UNPARSED_IS_FAILED
     C.INVENTORY_ANY_UNPARSED_IS_FAILED = True  # a broken file is an error, not a warning

@@ -60,7 +60,15 @@ def collections_dir() -> Path:
     folder = root.joinpath("ansible_collections", *COLLECTION)
     wanted = {p.name: p for p in here.iterdir()} | {"orchestrator": PACKAGE}
     if _links(folder) != wanted:
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a read-only or full $XDG_CACHE_HOME: named, no traceback
+            from .errors import BadInputError
+
+            raise BadInputError(
+                f"gpuprov's state folder {folder.parent} cannot be made: {exc.strerror or exc}",
+                fix="set XDG_CACHE_HOME to a folder you can write (default ~/.cache)",
+            ) from exc
         fresh = folder.with_name(f".{folder.name}.{os.getpid()}")
         shutil.rmtree(fresh, ignore_errors=True)
         fresh.mkdir()

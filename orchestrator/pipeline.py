@@ -23,7 +23,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -33,11 +33,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import apply as apply_mod
+from . import interrupt, rollout, timing
 from . import report as rep
-from . import rollout, timing
 from .catalog import Catalog, default_catalog
 from .errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK, BadInputError, HostError
 from .facts import HostFacts
+from .terminal import new_console
 
 if TYPE_CHECKING:  # planning is imported where it runs: `provision detect` never plans
     from .plan import HostPlan
@@ -296,7 +297,8 @@ def _verify_hosts(
         plan_file = write_plan_document(workdir, _document_vars(hosts, plans))
     if not isinstance(fleet.handle, Inventory):
         return {h: rep.StageResult("not_available", note="needs an inventory") for h in hosts}
-    shown = console or Console(stderr=True, quiet=True)
+    shown = console or new_console(stderr=True, quiet=True)
+    interrupt.stage_started("verify", tuple(hosts))  # what Ctrl-C reports
     with timing.stage("verify", hosts), StageProgress(shown, "verify", len(hosts)) as stage:
         # each host reached as detection reaches it (jump hosts, become, vault: the inventory
         # as loaded), one session per host for the whole suite
@@ -306,6 +308,7 @@ def _verify_hosts(
             run = run_suite([fleet.handle.host(h) for h in hosts], workdir, plan_file=plan_file)
         for h in hosts:
             stage.advance(failed=any(c.status == "fail" for c in run.results.get(h, ())))
+    interrupt.stage_ended()
     return {
         h: _lost(run.results[h]) or rep.StageResult("done", tuple(run.results[h]))
         if h in run.results
@@ -398,7 +401,7 @@ def _console(opts: StageOptions) -> Console:
         from .validate.junit import check_path
 
         check_path(opts.junit)
-    console = Console(stderr=opts.json, highlight=False)
+    console = new_console(stderr=opts.json, highlight=False)
     # off a terminal (a pipe, a file, a CI log) a message is one line whatever the width, so
     # what a script or a log reads does not depend on COLUMNS (report.emit_table's rule too)
     console.soft_wrap = not console.is_terminal
@@ -445,31 +448,55 @@ def _plan_detected(
     return _plan(detected.facts, hostvars, default_catalog(), origins, extra_vars=opts.extra_values)
 
 
-def _write_report(opts: StageOptions, report: rep.RunReport) -> None:
-    path = opts.report
-    if path:
+def _write_outputs(opts: StageOptions, report: rep.RunReport) -> int:
+    """The report (--report) and JUnit (--junit) files, each written whole or not at all.
+    One that cannot be written (checked before the run; the disk can still fill or vanish)
+    is named, an older file at its path removed (a CI job must not read the last run's), and
+    the run exits non-zero: EXIT_HOST_FAILED, else EXIT_OK."""
+    outputs: list[tuple[str, str, Callable[[str], object]]] = []
+    if opts.report:
+        doc = rep.report_document(report)
+        outputs.append(("report", opts.report, lambda path: rep.write_document(path, doc)))
+    if opts.junit and report.command not in ("detect", "plan"):
+        from .validate.junit import write_junit
+
+        outputs.append(("JUnit file", opts.junit, lambda path: write_junit(path, report)))
+    code = EXIT_OK
+    for what, path, write in outputs:
         try:
-            rep.write_document(path, rep.report_document(report))
-        except OSError as exc:  # checked before the run; the disk can still fill or vanish
+            write(path)
+        except OSError as exc:
+            code = EXIT_HOST_FAILED
+            gone = _remove_stale(path)
             print(
-                f"provision: error: the report could not be written to {path}: {exc.strerror}"
-                " (the hosts' results are above; --json prints the report on stdout)",
+                f"provision: error: the {what} could not be written to {path}: "
+                f"{exc.strerror or exc}{gone} (the hosts' results are above; --json prints "
+                "the report on stdout)",
                 file=sys.stderr,
             )
+    return code
+
+
+def _remove_stale(path: str) -> str:
+    """Remove the file an earlier run left at `path`; what to add to the message."""
+    stale = Path(path).expanduser()
+    if not stale.is_file():
+        return ""
+    try:
+        stale.unlink()
+    except OSError as exc:
+        return f"; the older file there could not be removed either ({exc.strerror})"
+    return "; the older file there was removed"
 
 
 def _finish(opts: StageOptions, console: Console, report: rep.RunReport) -> int:
     started = opts.started or report.started
     report = replace(report, started=started, finished=dt.datetime.now(dt.UTC))
     rep.render_report(console, report)
-    _write_report(opts, report)
-    if opts.junit:
-        from .validate.junit import write_junit
-
-        write_junit(opts.junit, report)
+    written = _write_outputs(opts, report)
     if opts.json:
         print(json.dumps(rep.report_document(report), indent=2))
-    return report.exit_code
+    return report.exit_code or written
 
 
 def _detect_fleet(opts: StageOptions, console: Console) -> tuple[Fleet, Detected]:
@@ -491,12 +518,15 @@ def run_detect(opts: StageOptions) -> int:
         console.print(f"raw outputs of {len(detected.raw)} host(s) saved under {root}")
     names = {i: g.model for g in default_catalog().gpus for i in g.device_ids}
     rep.render_detect(console, detected.facts, detected.errors, names)
+    for host, facts in sorted(detected.facts.items()):  # what a stopped run left (issue 48)
+        for cause in facts.recovery:
+            console.print(f"{escape(host)}: needs_recovery: {escape(cause)}", highlight=False)
     reports = rep.host_reports(fleet.hosts, facts=detected.facts, detect_errors=detected.errors)
     report = rep.RunReport("detect", reports, finished=dt.datetime.now(dt.UTC))
-    _write_report(opts, report)
+    written = _write_outputs(opts, report)
     if opts.json:
         print(json.dumps(rep.report_document(report), indent=2))
-    return report.exit_code
+    return report.exit_code or written
 
 
 def _limit_saved(
@@ -573,8 +603,8 @@ def run_plan(opts: StageOptions) -> int:
         "plan",
         rep.host_reports(sorted({*facts, *errors}), facts=facts, detect_errors=errors, plans=plans),
     )
-    _write_report(opts, replace(report, finished=dt.datetime.now(dt.UTC)))
-    return report.exit_code
+    written = _write_outputs(opts, replace(report, finished=dt.datetime.now(dt.UTC)))
+    return report.exit_code or written
 
 
 @dataclass(frozen=True)
@@ -665,8 +695,6 @@ def _apply_fleet(opts: StageOptions, console: Console, fleet: Fleet) -> _Applied
         "routes": _routes(fleet, skips.run),
     }
     owner = hostlock.owner_of(run_dir)
-    from . import interrupt
-
     interrupt.DRAINED_AT_START.clear()  # what an interrupted report says of resumed upgrades
     interrupt.DRAINED_AT_START.update(
         {
@@ -756,6 +784,7 @@ def _validation(
     from .progress import StageProgress
 
     stage = StageProgress(console, "validate", len(todo))
+    finished = interrupt.stage_started("validate", tuple(todo))  # what Ctrl-C reports
 
     def one(h: str) -> rep.StageResult:
         def say(msg: str) -> None:
@@ -785,12 +814,13 @@ def _validation(
         futures = [pool.submit(one, h) for h in todo]
         try:
             for h, future in zip(todo, futures, strict=True):
-                out[h] = future.result()
+                out[h] = finished[h] = future.result()
         except KeyboardInterrupt:  # only this thread hears Ctrl-C: stop every host's run
             from .validate.runner import interrupt_running
 
             interrupt_running()
             raise
+    interrupt.stage_ended()
     return {h: out[h] for h in hosts}
 
 
@@ -820,6 +850,9 @@ def run_validate(opts: StageOptions) -> int:
     console = _console(opts)
     fleet, detected = _detect_fleet(opts, console)
     policies, plans = _plan_detected(opts, fleet, detected)
+    interrupt.run_planned(
+        interrupt.PartialRun(tuple(fleet.hosts), detected.facts, detected.errors, plans)
+    )
     validation = _validation(fleet, fleet.hosts, detected, plans, policies, opts)
     if opts.multinode:
         validation = _multinode(fleet, detected, validation, console)
@@ -852,6 +885,15 @@ def run_verify(opts: StageOptions) -> int:
     run_dir = early[0] if early is not None else None
     if hosts and run_dir is None:  # no suite started early (no inventory to reach hosts by)
         run_dir = apply_mod.new_run_dir(apply_mod.artifacts_root(opts.artifacts_dir))
+    interrupt.run_planned(
+        interrupt.PartialRun(
+            tuple(fleet.hosts),
+            detected.facts,
+            detected.errors,
+            plans,
+            artifact_dir=str(run_dir) if run_dir else None,
+        )
+    )
     verification = (
         _verify_hosts(
             fleet,
@@ -903,6 +945,16 @@ def _after_apply(
         # (no playbook ran: every role was converged, the first detection still holds).
         ran = done.result.status != "skipped"
         after = _detect(done.fleet, console) if ran else done.detected
+        interrupt.run_planned(
+            interrupt.PartialRun(
+                tuple(done.fleet.hosts),
+                {**done.detected.facts, **after.facts},
+                {**done.detected.errors, **after.errors},
+                done.plans,
+                applied=applied,
+                artifact_dir=str(done.result.artifact_dir),
+            )
+        )
         validation = _validation(done.fleet, ok, after, done.plans, done.policies, opts)
         verification = _verify_hosts(
             done.fleet,

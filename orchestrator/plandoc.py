@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import BadInputError
+from .errors import BadInputError, OutputError
 
 FORMAT = 1
 VARIABLE = "gpuprov_plan"
@@ -37,9 +37,20 @@ def plan_document(host_vars: HostVars) -> dict[str, object]:
 
 
 def write_plan_document(directory: Path, host_vars: HostVars) -> Path:
-    """Write ``plan.json`` into `directory`; return its path."""
+    """Write ``plan.json`` into `directory`, whole or not at all (a temporary file and a
+    rename: Ansible never reads half a plan); return its path. A write that fails (a full
+    disk) is an OutputError naming the path, before Ansible starts."""
+    from .report import write_atomic
+
     path = directory / FILE_NAME
-    path.write_text(json.dumps(plan_document(host_vars), indent=2, sort_keys=True) + "\n")
+    try:
+        write_atomic(path, json.dumps(plan_document(host_vars), indent=2, sort_keys=True) + "\n")
+    except OSError as exc:
+        raise OutputError(
+            f"the plan document could not be written to {path}: {exc.strerror or exc}; "
+            "nothing was applied",
+            fix=f"free space in {directory} or pass --artifacts-dir DIR",
+        ) from exc
     return path
 
 

@@ -539,6 +539,23 @@ kernels() {
 bg cap kernels.txt kernels
 # an unfinished driver upgrade leaves the host drained (roles/driver_upgrade)
 [ -f /var/lib/gpuprov/upgrade.json ] && cap gpuprov-upgrade.txt cat /var/lib/gpuprov/upgrade.json
+# What a stopped run left to recover (parsers/recovery.py), one fact a line, only when there
+# is any: dpkg's journal (a file of /var/lib/dpkg/updates/ whose name is all digits: apt's
+# debSystem::CheckUpdates, Debian/apt@0205540433 apt-pkg/deb/debsystem.cc, then refuses with
+# "dpkg was interrupted, you must manually run 'dpkg --configure -a'"), and the restarts a
+# role owes (roles/docker: /var/lib/gpuprov/docker-restart-pending).
+recovery() {
+    n=0
+    for f in /var/lib/dpkg/updates/*; do
+        case ${f##*/} in '' | *[!0-9]*) ;; *) n=$((n + 1)) ;; esac
+    done
+    [ "$n" -gt 0 ] && printf 'dpkg_journal %s\n' "$n"
+    for f in /var/lib/gpuprov/*-restart-pending; do
+        [ -f "$f" ] && printf 'restart_pending %s\n' "${f##*/}"
+    done
+    return 0
+}
+[ -n "$(recovery)" ] && cap recovery.txt recovery
 for r in "$CONVERGED"/*.json; do
     [ -f "$r" ] || continue
     role=${r##*/}

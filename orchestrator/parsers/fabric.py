@@ -3,7 +3,9 @@
 rdma.txt is the probe's own listing (orchestrator/probe.sh `rdma`), one fact a line:
 `device NAME pci=ADDR vendor=0x1d0f device=0xefa1`, `port NAME N state="4: ACTIVE"
 phys_state="5: LinkUp" rate="400 Gb/sec (4X NDR)" link_layer="InfiniBand"`, `uverbs NAME`,
-`memlock unlimited|KIB`, `peermem PATH`, `efa_installer VERSION`, `ofi_nccl PATH`. The port
+`memlock unlimited|KIB`, `peermem PATH`, `efa_installer VERSION`, `ofi_nccl PATH`. A line
+it cannot read (an unknown kind, a line cut short) is kept in `unread` and costs only that
+line (issue 48: one line dropped the whole fabric; sanity.py names them). The port
 attributes are the kernel's (Documentation/ABI/stable/sysfs-class-infiniband: ports/<port-num>/
 state, phys_state, rate, link_layer); their value shapes ("4: ACTIVE", "5: LinkUp",
 "400 Gb/sec (4X NDR)") are the ones tests/recorded/reference/fabric.yaml gives for ibstatus.
@@ -63,49 +65,49 @@ def parse_rdma(text: str) -> FabricFacts:
     ofi: list[str] = []
     memlock = ""
     installer: str | None = None
+    unread: list[str] = []
     for line in split_exit(text).body.splitlines():
         if not line.strip():
             continue
         try:
-            words = shlex.split(line)
-        except ValueError as exc:
-            raise ParseError(names.RDMA, f"unreadable line {line!r} ({exc})") from exc
-        kind, rest = words[0], words[1:]
-        if kind == "device" and rest:
-            f = _fields(rest[1:], line)
-            devices[rest[0]] = RdmaDevice(
-                name=rest[0],
-                pci="" if f.get("pci", "-") == "-" else f["pci"].lower(),
-                vendor_id=_hex(f.get("vendor", "")),
-                device_id=_hex(f.get("device", "")),
-            )
-        elif kind == "port" and len(rest) >= 2 and rest[1].isdigit():
-            f = _fields(rest[2:], line)
-            ports.setdefault(rest[0], []).append(
-                RdmaPort(
-                    device=rest[0],
-                    port=int(rest[1]),
-                    state=_named(f.get("state", "")),
-                    phys_state=_named(f.get("phys_state", "")),
-                    rate_gbps=rate_gbps(f.get("rate", "")),
-                    link_layer=f.get("link_layer", "").strip(),
+            words = shlex.split(line)  # ValueError: unbalanced quotes (a line cut short)
+            kind, rest = words[0], words[1:]
+            if kind == "device" and rest:
+                f = _fields(rest[1:], line)
+                devices[rest[0]] = RdmaDevice(
+                    name=rest[0],
+                    pci="" if f.get("pci", "-") == "-" else f["pci"].lower(),
+                    vendor_id=_hex(f.get("vendor", "")),
+                    device_id=_hex(f.get("device", "")),
                 )
-            )
-        elif kind == "uverbs" and len(rest) == 1:
-            uverbs.append(rest[0])
-        elif kind == "memlock" and len(rest) == 1:
-            memlock = rest[0]
-        elif kind == "peermem" and len(rest) == 1:
-            peermem.append(rest[0])
-        elif kind == "efa_installer" and len(rest) == 1:
-            installer = rest[0]
-        elif kind == "ofi_nccl" and len(rest) == 1:
-            ofi.append(rest[0])
-        else:
-            raise ParseError(names.RDMA, f"unexpected line {line!r}")
-    unknown = sorted(set(ports) - set(devices))
-    if unknown:
-        raise ParseError(names.RDMA, f"ports of devices not listed: {', '.join(unknown)}")
+            elif kind == "port" and len(rest) >= 2 and rest[1].isdigit():
+                f = _fields(rest[2:], line)
+                ports.setdefault(rest[0], []).append(
+                    RdmaPort(
+                        device=rest[0],
+                        port=int(rest[1]),
+                        state=_named(f.get("state", "")),
+                        phys_state=_named(f.get("phys_state", "")),
+                        rate_gbps=rate_gbps(f.get("rate", "")),
+                        link_layer=f.get("link_layer", "").strip(),
+                    )
+                )
+            elif kind == "uverbs" and len(rest) == 1:
+                uverbs.append(rest[0])
+            elif kind == "memlock" and len(rest) == 1:
+                memlock = rest[0]
+            elif kind == "peermem" and len(rest) == 1:
+                peermem.append(rest[0])
+            elif kind == "efa_installer" and len(rest) == 1:
+                installer = rest[0]
+            elif kind == "ofi_nccl" and len(rest) == 1:
+                ofi.append(rest[0])
+            else:  # one line the parser does not know costs that line, not the fabric
+                unread.append(line.strip())
+        except (ParseError, ValueError):  # one line it cannot read costs that line only
+            unread.append(line.strip())
+    for name in sorted(set(ports) - set(devices)):  # ports of a device line not read
+        unread.extend(f"port {name} {p.port}" for p in ports.pop(name))
     return FabricFacts(
         devices=tuple(
             RdmaDevice(d.name, d.pci, d.vendor_id, d.device_id, tuple(ports.get(d.name, ())))
@@ -116,6 +118,7 @@ def parse_rdma(text: str) -> FabricFacts:
         peermem=tuple(peermem),
         efa_installer=installer,
         ofi_nccl=tuple(ofi),
+        unread=tuple(unread),
     )
 
 

@@ -40,6 +40,7 @@ NVIDIA_CTK_VERSION = "nvidia-ctk-version.txt"
 GPUSIM = "gpusim.txt"
 PROC_UPTIME = "proc-uptime.txt"
 UPGRADE_STATE = "gpuprov-upgrade.txt"  # roles/driver_upgrade's state file (JSON)
+RECOVERY = "recovery.txt"  # what a stopped run left: dpkg's journal, restarts a role owes
 INFINIBAND_VPD = "infiniband-vpd.txt"  # SW_MNG marks of /sys/class/infiniband/*/device/vpd
 PCI_VPD = "pci-vpd.txt"  # SW_MNG marks of the Mellanox PCI functions' vpd (any driver bound)
 KERNELS = "kernels.txt"  # installed kernels, their NVIDIA modules, the boot default, MOK state
@@ -57,6 +58,7 @@ PROBE_FILES: tuple[str, ...] = (
     UNAME_M,
     PROC_UPTIME,
     UPGRADE_STATE,
+    RECOVERY,
     SECURE_BOOT,
     SYSFS_PCI,
     PROC_DRIVER_VERSION,

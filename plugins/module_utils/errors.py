@@ -46,6 +46,11 @@ class CatalogError(BadInputError):
     """The GPU catalog data file is malformed."""
 
 
+class OutputError(GpuprovError):
+    """A file or folder gpuprov writes (report, JUnit, run artifacts, state) could not be
+    written: a full disk, a read-only or vanished folder. Names the path."""
+
+
 class HostError(GpuprovError):
     """Something failed on a host (unreachable, a command failed, a role failed)."""
 

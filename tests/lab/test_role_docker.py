@@ -187,3 +187,25 @@ def test_a_docker_repository_key_with_another_fingerprint_stops_before_any_chang
     assert f"(docker_ce_repo_key_fingerprint) is {expected}" in run.output
     assert "Remove packages that conflict" not in run.output
     assert sh(runtime_lab, host, state) == before
+
+
+def test_a_restart_an_interrupted_run_owed_is_done_by_the_next_run(
+    runtime_lab: RunningLab, policy: dict[str, object], converged: tuple[Run, Run], tmp_path: Path
+) -> None:
+    """Issue 48: a run stopped between "Write daemon.json" and Docker's restart. Left here as
+    the role leaves it: daemon.json already holds the new configuration (a label the role
+    keeps), the pending-restart marker beside it, dockerd still on the old one. The rerun
+    finds nothing to write; it must restart Docker anyway, then clear the marker."""
+    host = runtime_lab.host_for("debian12")
+    marker = "/var/lib/gpuprov/docker-restart-pending"
+    data = daemon_json(runtime_lab, host)
+    data["labels"] = ["gpuprov-test=written-not-applied"]
+    write_file(runtime_lab, host, DAEMON_JSON, json.dumps(data, indent=2, sort_keys=True))
+    sh(runtime_lab, host, f"mkdir -p /var/lib/gpuprov && echo interrupted > {marker}")
+    info = json.loads(sh(runtime_lab, host, "docker info --format '{{json .}}'"))
+    assert "gpuprov-test=written-not-applied" not in (info["Labels"] or [])  # the old config
+    run = converge(runtime_lab.inventory, ROLES, policy, tmp_path, limit=host)
+    assert run.returncode == 0, run.output[-3000:]
+    info = json.loads(sh(runtime_lab, host, "docker info --format '{{json .}}'"))
+    assert "gpuprov-test=written-not-applied" in info["Labels"], run.output[-3000:]
+    assert runtime_lab.ssh(host, f"test -e {marker}").returncode != 0

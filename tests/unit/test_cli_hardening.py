@@ -280,7 +280,8 @@ def test_a_report_that_cannot_be_written_at_the_end_keeps_the_json(
         return real_plan(*a, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pipeline, "_plan", plan_then_vanish)
-    assert main(["plan", "--facts", str(facts), "--report", str(target), "--json"]) == 0
+    # issue 48: exit 1, not 0: a CI job must not take a missing report for a passing run
+    assert main(["plan", "--facts", str(facts), "--report", str(target), "--json"]) == 1
     out, err = capsys.readouterr()
     assert json.loads(out)["hosts"]["h200-real"]
     assert f"the report could not be written to {target}" in err and "Traceback" not in err

@@ -13,7 +13,6 @@ import pytest
 from orchestrator.catalog import default_catalog
 from orchestrator.facts import HostFacts, LoadedDriver
 from orchestrator.parsers import parse_host
-from orchestrator.parsers._text import ParseError
 from orchestrator.parsers.fabric import parse_fi_info, parse_ibstatus, parse_rdma, rate_gbps
 from orchestrator.plan import plan_host
 from orchestrator.policy import load_policy
@@ -157,15 +156,22 @@ def test_rate(text: str, gbps: float | None) -> None:
     "line",
     ["device", "port efa_0 x state=1", "port efa_9 1 state=4", "gadget 3", "device efa_0 pci"],
 )
-def test_a_broken_rdma_capture_is_a_parse_error(line: str) -> None:
-    with pytest.raises(ParseError):
-        parse_rdma(line + "\n# exit=0\n")
+def test_a_line_the_parser_cannot_read_costs_that_line_only(line: str) -> None:
+    """Issue 48: one unknown rdma.txt line dropped the whole fabric (a ParseError)."""
+    good = efa_rdma(2).replace("# exit=0\n", "")
+    fabric = parse_rdma(good + line + "\n# exit=0\n")
+    assert [d.name for d in fabric.devices] == ["efa_0", "efa_1"]
+    assert fabric.unread and fabric.unread[0].startswith(line.split()[0])
 
 
-def test_a_broken_capture_is_an_error_of_the_host_not_a_crash() -> None:
-    facts = host(rdma="gadget 3\n# exit=0\n")
-    assert facts.fabric is None
-    assert any(e.startswith("rdma.txt") for e in facts.errors)
+def test_an_unknown_rdma_line_keeps_the_fabric_and_the_plan_names_the_file() -> None:
+    facts = host(efa=2, rdma=efa_rdma(2).replace("# exit=0", "gadget 3\n# exit=0"))
+    assert facts.fabric is not None and len(facts.fabric.devices) == 2
+    assert not any(e.startswith("rdma.txt") for e in facts.errors)
+    _reasons, warnings = plan_of(facts)
+    assert any(
+        w.startswith("rdma.txt: 1 line(s) not understood") and "'gadget 3'" in w for w in warnings
+    ), warnings
 
 
 def test_the_host_parser_joins_fi_info_and_ibstatus() -> None:

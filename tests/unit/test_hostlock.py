@@ -4,10 +4,15 @@ hostlock's release of what a run left locked (playbooks/lock.yml)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -103,3 +108,124 @@ def test_the_lock_of_a_dead_run_of_this_machine_is_taken_over(
     assert result.hosts["a"].succeeded, result.hosts["a"].failed_tasks  # type: ignore[attr-defined]
     assert (tmp_path / "state" / "run.lock" / "run").read_text().strip() == owner.run
     assert unreleased(run_dir) == ["a"]
+
+
+# --- issue 48: a live run of another user, a full disk, a lock without an owner -------------
+
+
+def test_a_live_run_of_another_user_is_not_taken_over(tmp_path: Path) -> None:
+    """`kill -0` of another user's live process fails with EPERM, which the takeover check
+    read as "gone". Made here as it happens: the holder runs as nobody, and ansible-playbook
+    runs without CAP_KILL (root keeps it otherwise, so kill -0 would just succeed)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("runuser"):
+        pytest.skip("needs root, setpriv and runuser to make a live process of another user")
+    holder = subprocess.Popen(["runuser", "-u", "nobody", "--", "sleep", "120"])
+    try:
+        time.sleep(0.3)
+        pid = int(subprocess.check_output(["pgrep", "-u", "nobody", "-P", str(holder.pid)]))
+        lock = tmp_path / "state" / "run.lock"
+        theirs = Owner(f"{socket.gethostname()}/20261201T170000Z/{pid}", "nobody", "T")
+        _held_by(tmp_path, theirs)
+        ours = Owner(f"{socket.gethostname()}/20261205T210000Z/1", "root", "T2")
+        extra = lock_vars(ours)
+        extra["gpuprov_lock"]["dir"] = str(lock)  # type: ignore[index]
+        (tmp_path / "vars.json").write_text(json.dumps(extra))
+        (tmp_path / "inv.ini").write_text(
+            f"a ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+        )
+        (tmp_path / "take.yml").write_text(PLAY)
+        done = subprocess.run(
+            ["setpriv", "--bounding-set", "-kill", "--inh-caps", "-kill",
+             str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(tmp_path / "inv.ini"),
+             str(tmp_path / "take.yml"), "-e", f"@{tmp_path / 'vars.json'}"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode != 0, done.stdout
+        assert f"run lock held by {theirs.run} (user nobody)" in done.stdout, done.stdout
+        assert (lock / "run").read_text().strip() == theirs.run  # still theirs
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A filesystem with no space left, where the lock's folder is (a 64 KiB tmpfs, filled)."""
+    where = tmp_path / "state"
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], check=True)
+    try:
+        with contextlib.suppress(OSError), open(where / "filler", "wb") as f:
+            while True:
+                f.write(b"\0" * 4096)
+                f.flush()
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_leaves_no_lock_without_an_owner_and_says_so(
+    tmp_path: Path, local: dict[str, object], full_disk: Path
+) -> None:
+    _owner, _run_dir, result = _take(tmp_path, local)
+    stats = result.hosts["a"]  # type: ignore[attr-defined]
+    assert not stats.succeeded
+    said = " ".join(stats.failed_tasks)
+    assert f"the run lock {full_disk / 'run.lock'} cannot be written on a" in said, said
+    # the shell's own words: dash's printf says "I/O error", bash's "No space left on device"
+    assert ("I/O error" in said or "No space left" in said) and "no lock was left" in said
+    assert not list(full_disk.glob("run.lock*"))  # neither the lock nor its staging folder
+
+
+def test_a_lock_without_an_owner_is_named_with_how_to_remove_it(
+    tmp_path: Path, local: dict[str, object]
+) -> None:
+    lock = tmp_path / "state" / "run.lock"
+    lock.mkdir(parents=True)
+    (lock / "run").write_text("")  # what an older gpuprov left on a full disk
+    _owner, _run_dir, result = _take(tmp_path, local)
+    said = " ".join(result.hosts["a"].failed_tasks)  # type: ignore[attr-defined]
+    assert f"run lock {lock} on a has no owner" in said, said
+    assert f"rm -rf {lock}" in said
+
+
+def _left_running(run: str, seconds: int) -> subprocess.Popen[bytes]:
+    """A command of `run` still running on the host (an apt-get a Ctrl-C left behind): its
+    environment carries GPUPROV_RUN, as every task's processes do under site.yml."""
+    return subprocess.Popen(["sleep", str(seconds)], env={**os.environ, "GPUPROV_RUN": run})
+
+
+def test_the_lock_is_given_back_only_once_the_runs_commands_are_gone(
+    tmp_path: Path, local: dict[str, object]
+) -> None:
+    run_dir = new_run_dir(tmp_path / "artifacts")
+    owner = owner_of(run_dir)
+    _held_by(tmp_path, owner)
+    straggler = _left_running(owner.run, 12)
+    try:
+        release(owner, ["a"], run_dir, None, **local)  # type: ignore[arg-type]
+        assert straggler.poll() is not None  # it had ended before the lock went
+        assert not (tmp_path / "state" / "run.lock").exists()
+    finally:
+        straggler.kill()
+        straggler.wait()
+
+
+def test_a_dead_runs_lock_is_not_taken_over_while_its_commands_still_run(
+    tmp_path: Path, local: dict[str, object]
+) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    holder = Owner(f"{socket.gethostname()}/20261201T1700Z/{gone.pid}", "ops", "T")
+    _held_by(tmp_path, holder)
+    straggler = _left_running(holder.run, 120)
+    try:
+        _owner, _run_dir, result = _take(tmp_path, local)
+        said = " ".join(result.hosts["a"].failed_tasks)  # type: ignore[attr-defined]
+        assert "but its commands still run on a" in said and f"{straggler.pid} sleep 120" in said
+        assert (tmp_path / "state" / "run.lock" / "run").read_text().strip() == holder.run
+    finally:
+        straggler.kill()
+        straggler.wait()
