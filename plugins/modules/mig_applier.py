@@ -21,7 +21,18 @@ options:
     description: The directory the package is installed into (the mig role's mig_install_dir).
     type: path
     required: true
-author: gpuprov contributors
+author: gpuprov contributors (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Install the MIG applier's package where the gpuprov-mig command and the boot unit read it
+  gpuprov.nvidia.mig_applier:
+    path: /usr/local/lib/gpuprov
+  register: applier
+
+- name: Show what was written
+  ansible.builtin.debug:
+    var: applier.written
 """
 
 RETURN = r"""
