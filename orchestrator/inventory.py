@@ -163,7 +163,7 @@ def known_hosts_files(host_vars: Mapping[str, Any]) -> tuple[str, ...]:
             option = word[2:] if word.startswith("-o") and len(word) > 2 else ""
             if word == "-o" and i + 1 < len(words):
                 option = words[i + 1]
-            name, _, value = option.partition("=")
+            name, _sep, value = option.partition("=")
             if name.strip().lower() == "userknownhostsfile":
                 files.extend(os.path.expanduser(v) for v in value.split())
     files.extend(os.path.expanduser(f) for f in DEFAULT_KNOWN_HOSTS)

@@ -1,5 +1,7 @@
-"""The gpuprov-mig command (`python3 -m orchestrator.mig_cli` in a checkout); on hosts the same
-text is gpuprov_mig/__main__.py, written by gpuprov.nvidia.mig_applier (`python3 -m gpuprov_mig`).
+"""The gpuprov-mig command.
+
+`python3 -m orchestrator.mig_cli` in a checkout; on hosts the same text is
+gpuprov_mig/__main__.py, written by gpuprov.nvidia.mig_applier (`python3 -m gpuprov_mig`).
 The work is mig_apply.cli, in the collection's module_utils, which neither prints nor exits."""
 
 from __future__ import annotations
@@ -17,4 +19,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -262,7 +262,7 @@ def _set_mode(run: Runner, host: str, want: GpuLayout, have: GpuState, out: Outc
     now = read_state(run, host)[want.index]
     if now.mig_current == want.mig_enabled:
         return True
-    rc, _ = run(["nvidia-smi", "-i", n, "-r"])
+    rc, _unused = run(["nvidia-smi", "-i", n, "-r"])
     out.actions.append(f"nvidia-smi -i {n} -r" + ("" if rc == 0 else f" (failed, exit {rc})"))
     return rc == 0 and read_state(run, host)[want.index].mig_current == want.mig_enabled
 
@@ -375,7 +375,7 @@ class _Parser(argparse.ArgumentParser):
 
 def cli(argv: Sequence[str], run: Runner = run_command) -> CliOutcome:
     """The gpuprov-mig command: its arguments in, what it prints and its exit status out."""
-    parser = _Parser(prog="gpuprov-mig", description=(__doc__ or "").split("\n")[0])
+    parser = _Parser(prog="gpuprov-mig", description=(__doc__ or "").split("\n", maxsplit=1)[0])
     parser.add_argument("--config", default="/etc/gpuprov/mig.json")
     parser.add_argument("--host", default=socket.gethostname(), help="name used in messages")
     parser.add_argument("--layout", help="layout name (overrides the file's)")

@@ -67,8 +67,10 @@ _INIT = '"""gpuprov\'s MIG applier, installed by the mig role (gpuprov.nvidia.mi
 # The command (`python3 -m gpuprov_mig`): printing and exiting stay out of module_utils, so
 # this is the text of orchestrator/mig_cli.py (tests/unit/test_mig_role_files.py holds the two
 # equal; the orchestrator's copy is the one ruff and mypy read).
-_MAIN = r'''"""The gpuprov-mig command (`python3 -m orchestrator.mig_cli` in a checkout); on hosts the same
-text is gpuprov_mig/__main__.py, written by gpuprov.nvidia.mig_applier (`python3 -m gpuprov_mig`).
+_MAIN = r'''"""The gpuprov-mig command.
+
+`python3 -m orchestrator.mig_cli` in a checkout; on hosts the same text is
+gpuprov_mig/__main__.py, written by gpuprov.nvidia.mig_applier (`python3 -m gpuprov_mig`).
 The work is mig_apply.cli, in the collection's module_utils, which neither prints nor exits."""
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())
 '''
 
 

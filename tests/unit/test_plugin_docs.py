@@ -56,7 +56,7 @@ def collection_plugins() -> dict[str, list[str]]:
     for folder in sorted(p for p in PLUGINS.iterdir() if p.is_dir()):
         if folder.name in NOT_PLUGINS or folder.name == "__pycache__":
             continue
-        assert folder.name in DOC_TYPES, f"plugins/{folder.name}: a plugin type this test does not know"
+        assert folder.name in DOC_TYPES, f"plugins/{folder.name}: a plugin type not known here"
         kind = DOC_TYPES[folder.name]
         for path in sorted(folder.glob("*.py")):
             if path.name == "__init__.py":
