@@ -144,6 +144,21 @@ def test_installed_it_runs_as_gpuprov_nvidia_site(built: Path, tmp_path: Path) -
 
 
 @pytest.mark.ansible
+@pytest.mark.parametrize("playbook", sorted(p.stem for p in (REPO / "playbooks").glob("*.yml")))
+def test_every_playbook_runs_by_its_collection_name(playbook: str, tmp_path: Path) -> None:
+    """`ansible-playbook gpuprov.nvidia.<name>` finds each of the collection's playbooks (a
+    hyphen in the file name makes it unaddressable; issue 50)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(REPO / "collections")
+    out = _run(
+        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,",
+         f"gpuprov.nvidia.{playbook}"],
+        tmp_path, env,
+    )  # fmt: skip
+    assert f"playbooks/{playbook}.yml" in out
+
+
+@pytest.mark.ansible
 def test_it_installs_from_git(tmp_path: Path) -> None:
     """What AWX's collections/requirements.yml (type: git) does: clone, build, install; the
     committed HEAD of this clone."""
