@@ -242,8 +242,16 @@ def _host(
             fix="use ansible_connection=ssh (the default) or local",
         )
     key = hv.get("ansible_ssh_private_key_file") or hv.get("ansible_private_key_file")
-    user = hv.get("ansible_user") or hv.get("ansible_ssh_user")
     import ansible.constants as C
+
+    # as ansible-core's ssh connection reads remote_user: the host's variables, else -u /
+    # ANSIBLE_REMOTE_USER / ansible.cfg's remote_user (provision -u sets the variable), else
+    # the SSH default
+    user = (
+        hv.get("ansible_user")
+        or hv.get("ansible_ssh_user")
+        or C.config.get_config_value("DEFAULT_REMOTE_USER")
+    )
 
     become = str(hv.get("ansible_become", C.DEFAULT_BECOME)).lower() in _TRUE
     method = str(hv.get("ansible_become_method") or C.DEFAULT_BECOME_METHOD or "sudo")
