@@ -2,7 +2,8 @@
 # The checks Galaxy and Automation Hub judge a collection by (issue 50), on the tarball this
 # tree builds (its tracked files, as a clean clone has them):
 #   ansible-test sanity --local  ansible-core of $VENV on Python 3.11 (oldest), and of
-#                                $NEWEST_VENV on Python 3.12+ (newest), 24 tests each;
+#                                $NEWEST_VENV on Python 3.12+ (newest), 24 tests each
+#                                (shellcheck: Debian's package, installed when missing);
 #   galaxy-importer              on the tarball, as a Galaxy server imports it;
 #   antsibull-docs               lint-collection-docs --plugin-docs (docs build and RST check).
 # `make lint-peers` runs it (docs/benchmarks.md has its time); .ci/run calls that.
@@ -22,6 +23,16 @@ peers=${PEERS_VENV:-.venv-peers}
 state=$root/.cache/peer-checks
 export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$HOME/.cache/pip}
 
+# ansible-test's shellcheck test skips (a warning) without shellcheck: Debian's package, on CI
+# (root) installed here
+if ! command -v shellcheck >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y -q shellcheck >/dev/null
+  else
+    echo "peer-checks: no shellcheck (apt-get install shellcheck)" >&2
+    exit 2
+  fi
+fi
 for v in "$venv" "$newest"; do
   [ -x "$v/bin/ansible-test" ] || { echo "peer-checks: no $v (scripts/venv.sh makes it)" >&2; exit 2; }
 done
