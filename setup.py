@@ -1,9 +1,14 @@
-"""The wheel carries the Ansible collection and the lab's test doubles as package data.
+"""The wheel carries the Ansible collection and the lab's test doubles.
 
 pyproject.toml holds the metadata; this build step copies the files Ansible and the lab read
-(listed in BUNDLE, paths in the checkout) into `orchestrator/_bundle/`, laid out as in the
-checkout, so an installed `provision apply` / `provision lab` work from any directory
-(orchestrator/paths.py finds them there). An editable install reads the checkout itself.
+(listed in BUNDLE, paths in the checkout), laid out as in the checkout, into
+`ansible_collections/gpuprov/nvidia/` beside the `orchestrator` package, with a copy of that
+package as the collection's own `orchestrator/` (the planner its action plugins import). In
+site-packages that is where Ansible looks for collections on its Python path, as the
+`ansible` package ships its collections: after `pip install`, `ansible-doc gpuprov.nvidia.plan`
+and `ansible-playbook gpuprov.nvidia.site` find it; an installed `provision apply` /
+`provision lab` work from any directory (orchestrator/paths.py finds the files there). An
+editable install reads the checkout itself.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ BUNDLE = (
     "tests/lab/profiles",
     "tests/recorded/reference",
 )
+# galaxy.yml's namespace and name, where Ansible finds a collection on its Python path
+COLLECTION = ("ansible_collections", "gpuprov", "nvidia")
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 
 
@@ -37,7 +44,7 @@ class BuildWithBundle(build_py):  # type: ignore[misc]  # setuptools is untyped 
         super().run()
         if getattr(self, "editable_mode", False):
             return
-        target = Path(self.build_lib) / "orchestrator" / "_bundle"
+        target = Path(self.build_lib).joinpath(*COLLECTION)
         shutil.rmtree(target, ignore_errors=True)
         for name in BUNDLE:
             src, dst = ROOT / name, target / name
@@ -46,6 +53,9 @@ class BuildWithBundle(build_py):  # type: ignore[misc]  # setuptools is untyped 
                 shutil.copytree(src, dst, ignore=_IGNORE, symlinks=True)
             else:
                 shutil.copy2(src, dst)
+        # the package as built (its links to plugins/module_utils resolved: a wheel holds files)
+        built = Path(self.build_lib) / "orchestrator"
+        shutil.copytree(built, target / "orchestrator", ignore=_IGNORE)
 
 
 setup(cmdclass={"build_py": BuildWithBundle})

@@ -47,8 +47,8 @@ echo "exit=$?"
 step "verify (testinfra, connection local)"
 time provision verify -i "$inv" --report "$out/verify.json"
 echo "exit=$?"
-step "check-driver playbook"
-ansible-playbook -i localhost, -c local playbooks/check-driver.yml --check --diff
+step "check_driver playbook"
+ansible-playbook -i localhost, -c local playbooks/check_driver.yml --check --diff
 echo "exit=$?"
 step "MIG layouts against the real GPUs (read-only)"
 for layout in h200-mixed h200-all-3g h100-80gb-mixed; do

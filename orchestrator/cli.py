@@ -102,6 +102,15 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
     parser.add_argument("--json", action="store_true", default=d(False), help="print JSON")
     parser.add_argument(
+        "-u",
+        "--user",
+        dest="remote_user",
+        default=d(None),
+        metavar="REMOTE_USER",
+        help="connect as this user, as ansible-playbook -u: for the hosts whose inventory sets "
+        "no ansible_user (that wins, as in Ansible)",
+    )
+    parser.add_argument(
         "-v",
         "--verbose",
         action="count",
@@ -238,6 +247,11 @@ ANSIBLE_OPTIONS = {
     "diff": "--diff",
 }
 ROLLOUT_OPTIONS.update(ANSIBLE_OPTIONS)  # the same stages take them
+# Options a few stages use and the others refuse: dest -> (the option, the stages using it).
+STAGE_OPTIONS = {
+    "artifacts_dir": ("--artifacts-dir", ("all", "apply", "verify")),  # their run folders
+    "verbose": ("-v", ("all", "apply")),  # Ansible's own output: only they run a playbook
+}
 SECRET_OPTIONS = {  # every stage but lab takes them
     "vault_id": "--vault-id",
     "vault_password_file": "--vault-password-file",
@@ -263,6 +277,7 @@ def _hide_refused(parser: argparse.ArgumentParser, stage: str) -> None:
     refused = set() if stage in ROLLOUT_STAGES else set(ROLLOUT_OPTIONS)
     if stage in NO_JUNIT_STAGES:
         refused.add("junit")
+    refused |= {dest for dest, (_name, stages) in STAGE_OPTIONS.items() if stage not in stages}
     for action in parser._actions:
         if action.dest in refused:
             action.help = argparse.SUPPRESS
@@ -408,7 +423,16 @@ def check_arguments(args: argparse.Namespace) -> None:
     if stage == "lab":
         given = [
             f"--{dest.replace('_', '-')}"
-            for dest in ("inventory", "limit", "report", "json", *ROLLOUT_OPTIONS, *SECRET_OPTIONS)
+            for dest in (
+                "inventory",
+                "limit",
+                "report",
+                "json",
+                "remote_user",
+                *STAGE_OPTIONS,
+                *ROLLOUT_OPTIONS,
+                *SECRET_OPTIONS,
+            )
             if getattr(args, dest, None) not in (None, False)
         ]
         if given:
@@ -418,6 +442,23 @@ def check_arguments(args: argparse.Namespace) -> None:
                 fix="drop them; `provision lab up` writes an inventory to pass to the other stages",
             )
         return
+    unused = [
+        ("-" + "v" * args.verbose if dest == "verbose" else name, stages)
+        for dest, (name, stages) in STAGE_OPTIONS.items()
+        if stage not in stages and getattr(args, dest, None) not in (None, False)
+    ]
+    if unused:
+        names = [name for name, _stages in unused]
+        raise BadInputError(
+            f"{', '.join(names)}: `provision {stage}` does not use "
+            f"{'it' if len(names) == 1 else 'them'}; "
+            + "; ".join(
+                f"{name} is for the full run, "
+                + " and ".join(f"`provision {s}`" for s in stages if s != "all")
+                for name, stages in unused
+            ),
+            fix=f"drop {' '.join(names)}",
+        )
     if stage not in ROLLOUT_STAGES:
         given = [
             name
@@ -501,6 +542,11 @@ def _sigterm(_signum: int, _frame: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.started = dt.datetime.now(dt.UTC)  # the report's start: before detection, not after
+    if getattr(args, "remote_user", None) and args.stage != "lab":
+        # -u as ansible-playbook takes it: its setting DEFAULT_REMOTE_USER, which detection,
+        # validation and verify read too and ansible-playbook inherits; a host's ansible_user
+        # still wins (ansible-core's ssh connection: vars over cli over env)
+        os.environ["ANSIBLE_REMOTE_USER"] = args.remote_user
     import signal
     import threading
 

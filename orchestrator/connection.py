@@ -105,12 +105,12 @@ def _parse(words: Sequence[str]) -> _Args:
 def _hop(spec: str) -> tuple[str | None, str, str | None]:
     """'[user@]host[:port]' or 'ssh://[user@]host[:port]' -> (user, host, port)."""
     spec = spec.removeprefix("ssh://")
-    user, _, rest = spec.rpartition("@")
+    user, _sep, rest = spec.rpartition("@")
     if rest.startswith("["):
-        name, _, port = rest[1:].partition("]")
+        name, _sep, port = rest[1:].partition("]")
         port = port.removeprefix(":")
     else:
-        name, _, port = rest.partition(":")
+        name, _sep, port = rest.partition(":")
     return user or None, name, port or None
 
 
@@ -399,7 +399,7 @@ def become_handshake(
             events = selector.select(left)
             if not selector.get_map():
                 break
-            for key, _ in events:
+            for key, _unused in events:
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     selector.unregister(key.fileobj)

@@ -511,13 +511,13 @@ def detect_hosts(
     hosts = inventory.hosts
     done: dict[str, HostDetection] = {}
     show = sys.stderr.isatty() if progress is None else progress
-    bar: Any = None
+    progress_bar: Any = None
     if show:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
         from .terminal import new_console
 
-        bar = Progress(
+        progress_bar = Progress(
             "[progress.description]{task.description}",
             BarColumn(),
             MofNCompleteColumn(),
@@ -525,8 +525,8 @@ def detect_hosts(
             console=new_console(stderr=True),
             transient=True,
         )
-        bar.start()
-        task = bar.add_task("detecting", total=len(hosts))
+        progress_bar.start()
+        task = progress_bar.add_task("detecting", total=len(hosts))
     pool = ThreadPoolExecutor(max_workers=max(1, min(parallel, len(hosts))))
     finished = False
     try:
@@ -539,8 +539,8 @@ def detect_hosts(
         for future in as_completed(futures):
             result = future.result()
             done[result.host] = result
-            if bar is not None:
-                bar.update(task, advance=1, description=f"detecting ({result.host})")
+            if progress_bar is not None:
+                progress_bar.update(task, advance=1, description=f"detecting ({result.host})")
             if on_host is not None:
                 on_host(result)
         finished = True
@@ -548,6 +548,6 @@ def detect_hosts(
         # Ctrl-C: do not wait for the probes still running (up to the probe timeout); they
         # only read, and the process is about to exit
         pool.shutdown(wait=finished, cancel_futures=not finished)
-        if bar is not None:
-            bar.stop()
+        if progress_bar is not None:
+            progress_bar.stop()
     return DetectResult(tuple(done[h.name] for h in hosts), time.monotonic() - start)

@@ -180,7 +180,7 @@ def role_vars(
         "ansible_facts": dict(facts),
     }
     ctx = dict(raw)
-    for _ in range(_PASSES):
+    for _round in range(_PASSES):
         ctx = {k: (_render(v, ctx) if k in raw else v) for k, v in ctx.items()}
     return ctx
 

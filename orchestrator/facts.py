@@ -200,7 +200,7 @@ class InstalledKernel:
     def module_versions(self) -> frozenset[str]:
         return frozenset(
             {m.version for m in self.modules if m.version}
-            | {v for _, v in self.dkms if self.modules}
+            | {v for _unused, v in self.dkms if self.modules}
         )
 
     def has_module(self, version: str) -> bool:

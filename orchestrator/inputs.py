@@ -275,7 +275,7 @@ def extra_vars_problems(variables: Mapping[str, Any]) -> list[str]:
     for name, value in variables.items():
         with contextlib.suppress(_Undecryptable):
             plain[name] = _plain(value)
-    _, typed = policy_problems("-e", {k: v for k, v in plain.items() if k in table.policy})
+    typed = policy_problems("-e", {k: v for k, v in plain.items() if k in table.policy})[1]
     where = "in the inventory (group_vars or host_vars)"  # policy.py's words for the fix
     problems.extend(p.replace(where, "with -e") for p in typed)
     return problems

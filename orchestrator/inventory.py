@@ -164,7 +164,7 @@ def known_hosts_files(host_vars: Mapping[str, Any]) -> tuple[str, ...]:
             option = word[2:] if word.startswith("-o") and len(word) > 2 else ""
             if word == "-o" and i + 1 < len(words):
                 option = words[i + 1]
-            name, _, value = option.partition("=")
+            name, _sep, value = option.partition("=")
             if name.strip().lower() == "userknownhostsfile":
                 files.extend(os.path.expanduser(v) for v in value.split())
     files.extend(os.path.expanduser(f) for f in DEFAULT_KNOWN_HOSTS)
@@ -243,8 +243,16 @@ def _host(
             fix="use ansible_connection=ssh (the default) or local",
         )
     key = hv.get("ansible_ssh_private_key_file") or hv.get("ansible_private_key_file")
-    user = hv.get("ansible_user") or hv.get("ansible_ssh_user")
     import ansible.constants as C
+
+    # as ansible-core's ssh connection reads remote_user: the host's variables, else -u /
+    # ANSIBLE_REMOTE_USER / ansible.cfg's remote_user (provision -u sets the variable), else
+    # the SSH default
+    user = (
+        hv.get("ansible_user")
+        or hv.get("ansible_ssh_user")
+        or C.config.get_config_value("DEFAULT_REMOTE_USER")
+    )
 
     become = str(hv.get("ansible_become", C.DEFAULT_BECOME)).lower() in _TRUE
     method = str(hv.get("ansible_become_method") or C.DEFAULT_BECOME_METHOD or "sudo")

@@ -168,7 +168,7 @@ def read(
     problems: list[str] = []
     if errors:  # each bad knob alone: its own message
         for knob in chosen:
-            _, own = _validate((knob,), {knob.name: given[knob.name]})
+            own = _validate((knob,), {knob.name: given[knob.name]})[1]
             if own:
                 problems.append(bad_value(knob, given[knob.name], "; ".join(own)))
     values = {n: k.default for n, k in knobs.items()}

@@ -2,11 +2,12 @@
 
 `SOURCE_ROOT` holds what Ansible and the lab read (ansible.cfg, roles/, playbooks/, meta/,
 inventory/group_vars, the lab's test doubles under tests/lab/, tests/recorded/reference/): the
-checkout itself, or `orchestrator/_bundle/` where the wheel carries a copy laid out the same way
-(setup.py's build step). `STATE_ROOT` is where gpuprov writes (fact cache, lab state, image
-build cache): the checkout, or `$XDG_CACHE_HOME/gpuprov` (default ~/.cache/gpuprov) when
-installed, so an installed `provision` works from any directory and never writes into
-site-packages.
+checkout itself, or, installed from the wheel, `ansible_collections/gpuprov/nvidia/` beside this
+package, a copy laid out the same way (setup.py's build step), where Ansible finds the
+collection on its Python path too. `STATE_ROOT` is where gpuprov writes (fact cache, lab
+state, image build cache): the checkout, or `$XDG_CACHE_HOME/gpuprov` (default
+~/.cache/gpuprov) when installed, so an installed `provision` works from any directory and
+never writes into site-packages.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import shutil
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
-BUNDLE = PACKAGE / "_bundle"
+BUNDLE = PACKAGE.parent / "ansible_collections" / "gpuprov" / "nvidia"
 
 
 def installed() -> bool:
@@ -49,8 +50,8 @@ def collections_dir() -> Path:
     `ansible_collections/gpuprov/nvidia` links back to the checkout), else, for an installed
     wheel, a folder made under the state root whose entries link to this installation's
     bundle (roles, playbooks, plugins, ...) and to this package as the collection's
-    `orchestrator/`, the planner its action plugins import (one copy: the wheel cannot hold
-    links, the bundle has no `orchestrator/` of its own)."""
+    `orchestrator/`, the planner its action plugins import (the one `provision` runs, not the
+    bundle's copy, which serves Ansible run without `provision`)."""
     here = SOURCE_ROOT.resolve()
     checkout = SOURCE_ROOT / "collections"
     if checkout.joinpath("ansible_collections", *COLLECTION).resolve() == here:

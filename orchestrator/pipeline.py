@@ -592,7 +592,7 @@ def run_plan(opts: StageOptions) -> int:
         fleet, detected = _detect_fleet(opts, console)
         facts, errors, hostvars = dict(detected.facts), detected.errors, fleet.hostvars
         origins = fleet.origins
-    _, plans = _plan(facts, hostvars, catalog, origins, extra_vars=opts.extra_values)
+    plans = _plan(facts, hostvars, catalog, origins, extra_vars=opts.extra_values)[1]
     if opts.json:
         print(json.dumps(rep.plan_document(plans), indent=2))
     else:

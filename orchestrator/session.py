@@ -94,7 +94,7 @@ class Session:
                 if left <= 0:
                     self.close(wait=0)  # the command hangs: the shell would wait for it
                     raise self._lost(f"a command ran longer than {timeout:.0f} s")
-                for key, _ in selector.select(left):
+                for key, _unused in selector.select(left):
                     chunk = os.read(key.fd, 1 << 16)
                     if not chunk:
                         raise self._lost(self._ended())

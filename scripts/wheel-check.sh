@@ -37,6 +37,13 @@ for role in ("nvidia_driver", "docker", "nvidia_container_toolkit", "mig", "driv
     assert (paths.ROLES_DIR / role / "tasks" / "main.yml").is_file(), role
 print(f"wheel-check: installed in {where.parent}, collection in {paths.SOURCE_ROOT}")
 PY
+# Ansible finds the wheel's collection by itself, on its Python path (site-packages/
+# ansible_collections), as it finds the collections of the ansible package
+env -u ANSIBLE_COLLECTIONS_PATH -u ANSIBLE_COLLECTIONS_PATHS -u ANSIBLE_CONFIG \
+  "$work/venv/bin/ansible-doc" gpuprov.nvidia.plan >"$work/doc.txt" 2>&1 ||
+  { cat "$work/doc.txt"; exit 1; }
+grep -q "site-packages/ansible_collections/gpuprov/nvidia/plugins/modules/plan.py" "$work/doc.txt" ||
+  { cat "$work/doc.txt"; exit 1; }
 "$work/venv/bin/provision" plan --facts "$repo/tests/recorded/fixtures/real" >"$work/plan.txt"
 grep -q "^1 hosts: 1 planned" "$work/plan.txt" || { cat "$work/plan.txt"; exit 1; }
 bundle=$("$work/venv/bin/python" -c 'from orchestrator import paths; print(paths.SOURCE_ROOT)')

@@ -46,7 +46,7 @@ def _release_of_path(path: str) -> str:
 
 
 def _flag(field: str, name: str, line: str) -> bool:
-    key, _, value = field.partition("=")
+    key, _sep, value = field.partition("=")
     if key != name or value not in ("yes", "no"):
         raise ParseError(names.KERNELS, f"unexpected {name} field in {line!r}")
     return value == "yes"
@@ -66,7 +66,7 @@ def parse_kernels(text: str) -> KernelState:
         line = raw_line.strip()
         if not line:
             continue
-        kind, _, rest = line.partition(" ")
+        kind, _sep, rest = line.partition(" ")
         fields = rest.split()
         if kind == "running" and len(fields) == 1:
             running = fields[0]

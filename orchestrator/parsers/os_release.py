@@ -33,7 +33,7 @@ def parse_os_release(text: str) -> OsInfo:
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue
-        key, _, raw = line.partition("=")
+        key, _sep, raw = line.partition("=")
         fields[key] = _value(raw)
     if "ID" not in fields:
         raise ParseError("os-release.txt", "no ID= line")

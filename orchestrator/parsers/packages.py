@@ -45,7 +45,7 @@ def parse_rpm_query(text: str) -> Packages:
         if line.startswith("#versionlock "):
             locks.append(line.split(None, 1)[1].strip())
         elif "\t" in line:
-            name, _, version = line.partition("\t")
+            name, _sep, version = line.partition("\t")
             versions[name.strip()] = version.strip()
     held = {
         name

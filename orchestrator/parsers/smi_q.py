@@ -126,7 +126,7 @@ def fabric_states(text: str) -> dict[str, tuple[str | None, str | None]]:
         lines = body[at + len(_FABRIC) :].split("\n", 2)[:2]
         fields = {}
         for line in lines:
-            key, _, val = line.partition(" : ")
+            key, _sep, val = line.partition(" : ")
             fields[key.strip()] = val
         if header:
             bus = normalise_bus_id(header["bus"])

@@ -35,7 +35,7 @@ def plan_dcgm(ctx: HostContext) -> RolePlan | None:
         majors = [
             int(m)
             for m, floor in ctx.catalog.cuda_compat_min_driver.items()
-            if branch >= int(str(floor).split(".")[0])
+            if branch >= int(str(floor).split(".", maxsplit=1)[0])
         ]
         major = str(max(majors, default=0))
         why = f"R{branch} runs CUDA {major}"

@@ -552,7 +552,7 @@ def _check_cuda(policy: Policy, target: str, catalog: Catalog, notes: Notes) -> 
     if cuda is None:
         return
     full = catalog.cuda_min_driver.get(cuda)
-    floor = catalog.cuda_compat_min_driver.get(cuda.split(".")[0])
+    floor = catalog.cuda_compat_min_driver.get(cuda.split(".", maxsplit=1)[0])
     shown = target if "." in target else f"R{target}"
     if full is None and floor is None:
         raise PolicyError(
@@ -562,7 +562,8 @@ def _check_cuda(policy: Policy, target: str, catalog: Catalog, notes: Notes) -> 
         )
     if floor is not None and _below(target, floor):
         notes.blockers.append(
-            f"driver {shown} cannot run CUDA {cuda} applications (CUDA {cuda.split('.')[0]}.x "
+            f"driver {shown} cannot run CUDA {cuda} applications "
+            f"(CUDA {cuda.split('.', maxsplit=1)[0]}.x "
             f"needs >= {floor}); fix: pin a newer nvidia_driver_branch or source"
         )
     elif full is not None and _below(target, full):

@@ -212,7 +212,7 @@ def check_nvlink(h: HealthInput) -> list[CheckResult]:
         if count >= limit
     ]
     if noisy:
-        worst = max(c for *_, c in noisy)
+        worst = max(c for *_unused, c in noisy)
         where = ", ".join(f"GPU {g} link {link} {n} {c}" for g, link, n, c in noisy[:6])
         out.append(
             CheckResult(

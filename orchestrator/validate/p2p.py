@@ -109,7 +109,7 @@ def check_p2p(
             slow.append(
                 (p, f"below {relative_fraction:.0%} of the median {kind} pair {medians[kind]:.1f}")
             )
-    culprit = _culprits([p for p, _ in slow], count) if slow else ""
+    culprit = _culprits([p for p, _unused in slow], count) if slow else ""
     out = []
     for g in range(count):
         mine = [p for p in pairs if p.src == g]

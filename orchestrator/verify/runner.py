@@ -79,7 +79,7 @@ def processes_for(host_count: int, cpus: int | None = None) -> int:
 def shards(names: Sequence[str], count: int) -> list[list[str]]:
     """`names` dealt round-robin into `count` non-empty groups (the inventory order kept
     within each)."""
-    groups: list[list[str]] = [[] for _ in range(max(1, min(count, len(names))))]
+    groups: list[list[str]] = [[] for _round in range(max(1, min(count, len(names))))]
     for i, name in enumerate(names):
         groups[i % len(groups)].append(name)
     return [g for g in groups if g]
@@ -344,10 +344,10 @@ def merge_junit(documents: Sequence[str]) -> str:
 def _host_and_name(testcase: ET.Element) -> tuple[str, str]:
     """'test_x[ansible://node-1]' -> ('node-1', 'x'); 'test_x[local://]' -> ('local', 'x')."""
     name = testcase.get("name", "")
-    base, _, param = name.partition("[")
+    base, _sep, param = name.partition("[")
     param = param.rstrip("]")
-    scheme, _, rest = param.partition("://")
-    host = rest if _ else param
+    scheme, _sep, rest = param.partition("://")
+    host = rest if _sep else param
     return host or scheme or "?", base.removeprefix("test_")
 
 

@@ -267,7 +267,7 @@ def parse_config(data: object, *, host: str | None = None) -> MigConfig:
 
 
 def _expand(requested: Sequence[tuple[GiProfile, int]]) -> list[GiProfile]:
-    items = [p for p, count in requested for _ in range(count)]
+    items = [p for p, count in requested for _round in range(count)]
     # Big, constrained instances first: the search then fails fast and places greedily well.
     items.sort(key=lambda p: (-(p.size or 0), len(p.placements or ()), -p.compute_slices))
     return items
@@ -314,7 +314,7 @@ def what_fits(requested: Sequence[tuple[GiProfile, int]]) -> dict[str, int]:
         trial = [*kept, (p, 1)]
         if solve_placement(trial) is not None:
             kept = trial
-    return dict(Counter(p.name for p, _ in kept))
+    return dict(Counter(p.name for p, _unused in kept))
 
 
 def _fmt(counts: Mapping[str, int] | Iterable[tuple[str, int]]) -> str:

@@ -1,7 +1,7 @@
 """Apply a MIG layout on the GPU host itself (the mig role's tasks and its boot unit run this).
 
     gpuprov-mig --config /etc/gpuprov/mig.json check|apply    # as the mig role installs it
-    python3 -m orchestrator.mig_apply --config ... check       # in a gpuprov checkout
+    python3 -m orchestrator.mig_cli --config ... check       # in a gpuprov checkout
 
 `check` is read-only: it reads the GPUs' state, validates the selected layout against their
 own `nvidia-smi mig -lgip` / `-lgipp` (orchestrator.mig), and prints what `apply` would do.
@@ -262,7 +262,7 @@ def _set_mode(run: Runner, host: str, want: GpuLayout, have: GpuState, out: Outc
     now = read_state(run, host)[want.index]
     if now.mig_current == want.mig_enabled:
         return True
-    rc, _ = run(["nvidia-smi", "-i", n, "-r"])
+    rc, _unused = run(["nvidia-smi", "-i", n, "-r"])
     out.actions.append(f"nvidia-smi -i {n} -r" + ("" if rc == 0 else f" (failed, exit {rc})"))
     return rc == 0 and read_state(run, host)[want.index].mig_current == want.mig_enabled
 
@@ -343,8 +343,39 @@ def load_options(path: str, *, layout: str | None = None, no_block: bool = False
     )
 
 
-def main(argv: Sequence[str] | None = None, run: Runner = run_command) -> int:
-    parser = argparse.ArgumentParser(prog="gpuprov-mig", description=__doc__.split("\n")[0])
+@dataclass(frozen=True)
+class CliOutcome:
+    """What the gpuprov-mig command prints and its exit status. The command itself (print,
+    exit) is orchestrator/mig_cli.py, written on hosts as gpuprov_mig/__main__.py by
+    gpuprov.nvidia.mig_applier: Ansible's rules keep printing and exiting out of module_utils."""
+
+    code: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+class _Done(Exception):
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(text)
+        self.code, self.text = code, text
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that hands its usage, help and errors back instead of printing and exiting."""
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        raise _Done(0, message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> Any:
+        raise _Done(status, message or "")
+
+    def error(self, message: str) -> Any:
+        raise _Done(2, f"{self.format_usage()}{self.prog}: error: {message}\n")
+
+
+def cli(argv: Sequence[str], run: Runner = run_command) -> CliOutcome:
+    """The gpuprov-mig command: its arguments in, what it prints and its exit status out."""
+    parser = _Parser(prog="gpuprov-mig", description=(__doc__ or "").split("\n", maxsplit=1)[0])
     parser.add_argument("--config", default="/etc/gpuprov/mig.json")
     parser.add_argument("--host", default=socket.gethostname(), help="name used in messages")
     parser.add_argument("--layout", help="layout name (overrides the file's)")
@@ -352,19 +383,15 @@ def main(argv: Sequence[str] | None = None, run: Runner = run_command) -> int:
         "--no-block", action="store_true", help="queue unit starts (the boot unit uses this)"
     )
     parser.add_argument("command", choices=("check", "apply"))
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(list(argv))
+    except _Done as done:  # --help (stdout, 0) or a usage error (stderr, 2)
+        return CliOutcome(done.code, *((done.text, "") if done.code == 0 else ("", done.text)))
     try:
         opts = load_options(args.config, layout=args.layout, no_block=args.no_block)
         outcome = apply(run, args.host, opts, dry_run=args.command == "check")
     except GpuprovError as exc:
-        print(f"gpuprov-mig: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return CliOutcome(exc.exit_code, stderr=f"gpuprov-mig: error: {exc}\n")
     except (OSError, ValueError, KeyError, ImportError) as exc:
-        print(f"gpuprov-mig: error: cannot read {args.config}: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(outcome.__dict__, sort_keys=True))
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+        return CliOutcome(2, stderr=f"gpuprov-mig: error: cannot read {args.config}: {exc}\n")
+    return CliOutcome(0, stdout=json.dumps(outcome.__dict__, sort_keys=True) + "\n")

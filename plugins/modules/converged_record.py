@@ -42,7 +42,20 @@ options:
     description: Where the records are kept.
     type: path
     default: /var/lib/gpuprov/converged
-author: gpuprov contributors
+author: gpuprov contributors (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+# The last task of a role (through the action plugin of the same name, which passes the probe):
+# the record names the packages, units and files the role owns.
+- name: Record the converged Docker
+  gpuprov.nvidia.converged_record:
+    role: docker
+    input_digest: "{{ (gpuprov_role_digests | default({})).docker | default('') }}"
+    items:
+      - pkg docker.io
+      - unit docker.service
+      - file /etc/docker/daemon.json
 """
 
 RETURN = r"""

@@ -17,7 +17,23 @@ options:
     description: The probe script (orchestrator.probe.probe_script()).
     type: str
     required: true
-author: gpuprov contributors
+author: gpuprov contributors (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+# gpuprov.nvidia.plan runs this module and parses its output; on its own it returns the raw
+# captures, e.g. to keep them for a bug report. In a checkout the probe is orchestrator/probe.sh.
+- name: Run gpuprov's detection probe
+  gpuprov.nvidia.gpu_probe:
+    script: "{{ lookup('ansible.builtin.file', playbook_dir ~ '/../orchestrator/probe.sh') }}"
+  register: probe
+
+- name: Keep its output on the controller
+  ansible.builtin.copy:
+    content: "{{ probe.stdout }}"
+    dest: "probe-{{ inventory_hostname }}.txt"
+    mode: "0644"
+  delegate_to: localhost
 """
 
 RETURN = r"""

@@ -12,8 +12,9 @@ description:
     (plugins/module_utils/mig_apply.py) and the modules it imports (mig.py, errors.py,
     parsers/mig.py, parsers/_text.py; standard library only) - taken from the module_utils
     Ansible shipped with this module, so the host validates and applies layouts with exactly
-    the rules the planner used. The mig role's gpuprov-mig command and boot unit run
-    C(python3 -m gpuprov_mig.mig_apply) from there.
+    the rules the planner used; and the command, C(__main__.py) (the text of the collection's
+    orchestrator/mig_cli.py, which prints and exits so that module_utils does not). The mig
+    role's gpuprov-mig command and boot unit run C(python3 -m gpuprov_mig) from there.
   - Files that already hold the same text are left alone (changed is false). Check mode
     reports what would be written and writes nothing.
 options:
@@ -21,7 +22,18 @@ options:
     description: The directory the package is installed into (the mig role's mig_install_dir).
     type: path
     required: true
-author: gpuprov contributors
+author: gpuprov contributors (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Install the MIG applier's package where the gpuprov-mig command and the boot unit read it
+  gpuprov.nvidia.mig_applier:
+    path: /usr/local/lib/gpuprov
+  register: applier
+
+- name: Show what was written
+  ansible.builtin.debug:
+    var: applier.written
 """
 
 RETURN = r"""
@@ -52,6 +64,32 @@ from ansible_collections.gpuprov.nvidia.plugins.module_utils.parsers import (
 
 PACKAGE = "gpuprov_mig"
 _INIT = '"""gpuprov\'s MIG applier, installed by the mig role (gpuprov.nvidia.mig_applier)."""\n'
+# The command (`python3 -m gpuprov_mig`): printing and exiting stay out of module_utils, so
+# this is the text of orchestrator/mig_cli.py (tests/unit/test_mig_role_files.py holds the two
+# equal; the orchestrator's copy is the one ruff and mypy read).
+_MAIN = r'''"""The gpuprov-mig command.
+
+`python3 -m orchestrator.mig_cli` in a checkout; on hosts the same text is
+gpuprov_mig/__main__.py, written by gpuprov.nvidia.mig_applier (`python3 -m gpuprov_mig`).
+The work is mig_apply.cli, in the collection's module_utils, which neither prints nor exits."""
+
+from __future__ import annotations
+
+import sys
+
+from .mig_apply import cli
+
+
+def main() -> int:
+    outcome = cli(sys.argv[1:])
+    sys.stdout.write(outcome.stdout)
+    sys.stderr.write(outcome.stderr)
+    return outcome.code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+'''
 
 
 def _source(module: ModuleType) -> str:
@@ -63,6 +101,7 @@ def package_files() -> dict[str, str]:
     """Relative path -> text of every file of the installed package."""
     return {
         "__init__.py": _INIT,
+        "__main__.py": _MAIN,
         "errors.py": _source(errors),
         "mig.py": _source(mig),
         "mig_apply.py": _source(mig_apply),

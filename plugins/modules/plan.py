@@ -37,6 +37,7 @@ attributes:
     support: none
   platform:
     description: Targets hosts with a POSIX sh (the probe reads sysfs and runs nvidia-smi if found).
+    support: full
     platforms: posix
 notes:
   - The task takes no arguments; everything comes from the host and its variables.
@@ -44,7 +45,7 @@ notes:
     (C(meta/execution-environment.yml)).
 seealso:
   - module: gpuprov.nvidia.gpu_probe
-author: gpuprov contributors
+author: gpuprov contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

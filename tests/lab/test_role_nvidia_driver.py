@@ -320,7 +320,7 @@ def test_unavailable_version_fails_before_any_change(converged: Converged) -> No
 
 
 def test_preinstalled_driver_is_left_untouched(converged: Converged) -> None:
-    """playbooks/check-driver.yml, as on the real H200 machine: a loaded driver the role did
+    """playbooks/check_driver.yml, as on the real H200 machine: a loaded driver the role did
     not install satisfies the plan, so the role plans no change and refreshes no index."""
     name = converged.lab.host_for("debian13")
     branch = converged.plan[name]["nvidia_driver_branch"]
@@ -328,7 +328,7 @@ def test_preinstalled_driver_is_left_untouched(converged: Converged) -> None:
     assert lab.ssh(name, f"mv {STATE_FILE} {STATE_FILE}.away").returncode == 0
     try:
         run = converged.playbook(
-            str(REPO / "playbooks" / "check-driver.yml"),
+            str(REPO / "playbooks" / "check_driver.yml"),
             "--check",
             "--limit",
             name,

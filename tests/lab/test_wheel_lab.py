@@ -1,5 +1,6 @@
 """The installed wheel, used from outside the checkout: `provision apply --check` against a lab
-host with the collection the wheel carries (orchestrator/_bundle), not the checkout's.
+host with the collection the wheel carries (site-packages/ansible_collections/gpuprov/nvidia),
+not the checkout's.
 
 The wheel is built and installed without its dependencies into a folder of its own (this
 environment provides them), then run from a scratch directory with that folder first on
@@ -79,7 +80,8 @@ def test_installed_wheel_applies_in_check_mode_from_another_directory(
     own = Path(command["env"]["ANSIBLE_COLLECTIONS_PATH"].split(os.pathsep)[0])
     collection = own.joinpath("ansible_collections", "gpuprov", "nvidia")
     for entry in ("playbooks", "roles", "plugins", "meta"):
-        assert (collection / entry).resolve().is_relative_to(target / "orchestrator" / "_bundle")
+        bundle = target / "ansible_collections" / "gpuprov" / "nvidia"
+        assert (collection / entry).resolve().is_relative_to(bundle)
     assert (collection / "orchestrator").resolve() == (target / "orchestrator").resolve()
     assert "ANSIBLE_CONFIG" not in command["env"]
     print(f"wheel apply --check: {time.monotonic() - start:.0f} s")

@@ -43,7 +43,9 @@ def test_the_build_holds_roles_playbooks_and_the_orchestrator_only(built: Path) 
         names = set(tar.getnames())
     tops = {n.split("/")[0] for n in names}
     assert {"roles", "playbooks", "meta", "orchestrator", "MANIFEST.json"} <= tops
-    assert not tops & {"tests", ".venv", ".lab", "artifacts", "bench", ".git", "ansible.cfg"}
+    assert not tops & {".venv", ".lab", "artifacts", "bench", ".git", "ansible.cfg"}
+    # of the tests, only ansible-test's sanity ignore files
+    assert all(n == "tests" or n.startswith("tests/sanity") for n in names if n.startswith("tests"))
     for role in ROLE_PREFIXES:
         assert f"roles/{role}/meta/argument_specs.yml" in names
     # the site playbook, its plan pre-task, the mig role's applier source, the knob table
@@ -59,6 +61,59 @@ def test_the_build_holds_roles_playbooks_and_the_orchestrator_only(built: Path) 
     for path in ("orchestrator/mig_apply.py", "orchestrator/knobs.py", "orchestrator/knobs.yaml"):
         assert path in names
     assert not any("__pycache__" in n for n in names)
+
+
+@pytest.mark.ansible
+def test_the_tarball_is_lean(tmp_path: Path) -> None:
+    """Built from a copy of the tracked tree with a developer's local state planted in it: the
+    tarball ships no Python packaging, logs of device runs, tests or their data, venvs, caches
+    or artifacts (galaxy.yml's build_ignore; issue 50)."""
+    tree = tmp_path / "tree"
+    listed = _run(["git", "ls-files", "-z"], REPO).split("\0")
+    for name in filter(None, listed):
+        src, dst = REPO / name, tree / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            dst.symlink_to(os.readlink(src))
+        elif src.is_file():
+            dst.write_bytes(src.read_bytes())
+    planted = (
+        ".venv/bin/python",
+        ".venv-peers/x",
+        ".cache/gpuprov/x",
+        "artifacts/run/x",
+        "tests/output/x",
+        "orchestrator/_bundle/x",
+        "docs/device-run-20990101.txt",
+    )
+    for name in planted:
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text("local state\n")
+    out = tmp_path / "out"
+    _run([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(out)], tree)
+    (tarball,) = out.glob("*.tar.gz")
+    with tarfile.open(tarball) as tar:
+        names = [n for n in tar.getnames() if tar.getmember(n).isfile()]
+    assert "galaxy.yml" not in names  # ansible-galaxy writes MANIFEST.json in its place
+    assert "roles/nvidia_driver/tasks/main.yml" in names and "docs/collection.md" in names
+    for name in names:
+        top = name.split("/")[0]
+        assert top not in {
+            "setup.py",
+            "MANIFEST.in",
+            "pyproject.toml",
+            "Makefile",
+            ".venv",
+            ".cache",
+            "artifacts",
+            "scripts",
+            "bench",
+            "constraints",
+        }, name
+        assert not top.startswith(".venv"), name
+        assert not name.startswith("docs/device-run-"), name
+        assert not name.startswith("orchestrator/_bundle/"), name
+        assert not name.startswith("tests/") or name.startswith("tests/sanity/"), name
 
 
 @pytest.mark.ansible
@@ -86,6 +141,21 @@ def test_installed_it_runs_as_gpuprov_nvidia_site(built: Path, tmp_path: Path) -
         assert f"gpuprov.nvidia.{role} : Validating arguments" in tasks
     # the installed collection's knob table is the repository's
     assert load_table(roles_dir=installed / "roles").knobs == load_table().knobs
+
+
+@pytest.mark.ansible
+@pytest.mark.parametrize("playbook", sorted(p.stem for p in (REPO / "playbooks").glob("*.yml")))
+def test_every_playbook_runs_by_its_collection_name(playbook: str, tmp_path: Path) -> None:
+    """`ansible-playbook gpuprov.nvidia.<name>` finds each of the collection's playbooks (a
+    hyphen in the file name makes it unaddressable; issue 50)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(REPO / "collections")
+    out = _run(
+        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,",
+         f"gpuprov.nvidia.{playbook}"],
+        tmp_path, env,
+    )  # fmt: skip
+    assert f"playbooks/{playbook}.yml" in out
 
 
 @pytest.mark.ansible

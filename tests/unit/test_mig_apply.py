@@ -17,10 +17,11 @@ from orchestrator.mig import MigLayoutError
 from orchestrator.mig_apply import (
     Options,
     apply,
-    main,
+    cli,
     parse_query,
     read_state,
 )
+from orchestrator.mig_cli import main as command_main
 from orchestrator.parsers.mig import parse_lgipp
 
 SHARED = Path(__file__).resolve().parents[2] / "tests" / "recorded"
@@ -294,34 +295,33 @@ def test_create_argument_puts_big_instances_first_with_their_start() -> None:
     assert "gpu 0: create 9:4,14:0,19:2,19:3 with compute instances" in out.actions
 
 
-def test_main_reads_the_document_from_stdin(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_reads_the_document_from_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     doc = {"layout": "small", "config": {"version": "v1", "mig-configs": LAYOUTS}}
     monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(doc)))
     host = FakeHost([Gpu(), Gpu()])
-    assert main(["--config", "-", "--host", "n1", "check"], run=host) == 0
-    printed = json.loads(capsys.readouterr().out)
+    done = cli(["--config", "-", "--host", "n1", "check"], run=host)
+    assert done.code == 0 and not done.stderr
+    printed = json.loads(done.stdout)
     assert printed["changed"] is True
     assert printed["gpus"] == [
         {"index": 1, "counts": {"1g.18gb": 7}, "create": "19:0,19:1,19:2,19:3,19:4,19:5,19:6"}
     ]
     monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({**doc, "layout": "too-big"})))
-    assert main(["--config", "-", "--host", "n1", "check"], run=host) == 2
-    assert "n1: layout 'too-big' on GPU 0" in capsys.readouterr().err
+    done = cli(["--config", "-", "--host", "n1", "check"], run=host)
+    assert done.code == 2 and not done.stdout
+    assert "n1: layout 'too-big' on GPU 0" in done.stderr
 
 
-def test_main_takes_a_plain_mig_parted_file_and_a_layout_name(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_takes_a_plain_mig_parted_file_and_a_layout_name(tmp_path: Path) -> None:
     path = tmp_path / "layouts.json"
     path.write_text(json.dumps({"version": "v1", "mig-configs": LAYOUTS}))
     host = FakeHost([Gpu(), Gpu()])
-    assert main(["--config", str(path), "--layout", "mixed", "check"], run=host) == 0
-    printed = json.loads(capsys.readouterr().out)
+    done = cli(["--config", str(path), "--layout", "mixed", "check"], run=host)
+    assert done.code == 0
+    printed = json.loads(done.stdout)
     assert [g["create"] for g in printed["gpus"]] == ["9:4,14:0,19:2,19:3"] * 2
-    assert main(["--config", str(tmp_path / "missing.json"), "check"], run=host) == 2
-    assert "cannot read" in capsys.readouterr().err
+    done = cli(["--config", str(tmp_path / "missing.json"), "check"], run=host)
+    assert done.code == 2 and "cannot read" in done.stderr
 
 
 def test_a_refused_mode_change_names_the_nvidia_drm_fix() -> None:
@@ -341,13 +341,36 @@ def test_a_refused_mode_change_names_the_nvidia_drm_fix() -> None:
     assert "modprobe -r nvidia_drm" in text
 
 
-def test_main_validates_a_group_vars_file_read_only(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_validates_a_group_vars_file_read_only() -> None:
     group_vars = Path(__file__).resolve().parents[2] / "inventory" / "group_vars" / "all.yml"
     host = FakeHost([Gpu(), Gpu()])
     argv = ["--config", str(group_vars), "--layout", "h200-mixed", "check"]
-    assert main(argv, run=host) == 0
-    printed = json.loads(capsys.readouterr().out)
+    done = cli(argv, run=host)
+    assert done.code == 0
+    printed = json.loads(done.stdout)
     assert [g["create"] for g in printed["gpus"]] == ["5:0,14:4,19:6"] * 2
     assert all(" -mig " not in c and "-cgi" not in c for c in host.calls)
-    assert main([*argv[:3], "h100-80gb-mixed", "check"], run=host) == 2
-    assert "profile 3g.40gb is not offered by this GPU" in capsys.readouterr().err
+    done = cli([*argv[:3], "h100-80gb-mixed", "check"], run=host)
+    assert done.code == 2
+    assert "profile 3g.40gb is not offered by this GPU" in done.stderr
+
+
+def test_cli_hands_back_help_and_usage_errors_instead_of_printing_or_exiting(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Nothing in module_utils prints or exits (issue 50): argparse's help and errors come back
+    as text and a status, which the command (orchestrator/mig_cli.py) prints."""
+    helped = cli(["--help"])
+    assert helped.code == 0 and helped.stdout.startswith("usage: gpuprov-mig") and not helped.stderr
+    wrong = cli(["--config", "x", "dance"])
+    assert wrong.code == 2 and not wrong.stdout
+    assert "gpuprov-mig: error: argument command: invalid choice: 'dance'" in wrong.stderr
+    assert capsys.readouterr() == ("", "")
+
+
+def test_the_command_prints_what_cli_hands_back(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setattr("sys.argv", ["gpuprov-mig", "--config", str(tmp_path / "none"), "check"])
+    assert command_main() == 2
+    assert "gpuprov-mig: error: cannot read" in capsys.readouterr().err

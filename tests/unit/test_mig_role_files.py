@@ -46,6 +46,20 @@ def test_the_installed_applier_is_the_collections_module_utils_and_self_sufficie
     utils = REPO / "plugins" / "module_utils"
     for name in ("errors.py", "mig.py", "mig_apply.py", "parsers/_text.py", "parsers/mig.py"):
         assert (package / name).read_text() == (utils / name).read_text(), name
+    # the command: the text of orchestrator/mig_cli.py, outside module_utils (issue 50)
+    assert (package / "__main__.py").read_text() == (
+        REPO / "orchestrator" / "mig_cli.py"
+    ).read_text()
+    assert not any(
+        "print(" in p.read_text() or "sys.exit(" in p.read_text() for p in utils.rglob("*.py")
+    )
+    # as the gpuprov-mig wrapper runs it (roles/mig/templates/gpuprov-mig.j2)
+    helped = subprocess.run(
+        [sys.executable, "-s", "-m", "gpuprov_mig", "--help"],
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: gpuprov-mig"), helped.stderr
     assert _install(tmp_path) == {**first, "changed": False, "written": []}
     probe = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); import gpuprov_mig.mig_apply; "
@@ -63,7 +77,7 @@ def test_the_installed_applier_is_the_collections_module_utils_and_self_sufficie
     assert done.returncode == 0, done.stderr
     loaded = set(json.loads(done.stdout))
     assert {"gpuprov_mig.mig", "gpuprov_mig.parsers.mig", "gpuprov_mig.errors"} <= loaded
-    assert loaded <= {"gpuprov_mig", "gpuprov_mig.parsers"} | {
+    assert loaded <= {"gpuprov_mig", "gpuprov_mig.parsers", "gpuprov_mig.__main__"} | {
         "gpuprov_mig." + p.removesuffix(".py").replace("/", ".")
         for p in ("errors.py", "mig.py", "mig_apply.py", "parsers/_text.py", "parsers/mig.py")
     }

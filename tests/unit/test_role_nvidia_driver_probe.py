@@ -4,7 +4,7 @@ Runs the role's own probe.yml (read-only) on local hosts whose driver version fi
 real fixture's `/proc/driver/nvidia/version` (580.159.04, open modules), then checks what
 the role concludes: a preinstalled driver that matches the plan is "satisfied" and, when the
 role did not install it, its packages are left untouched. This is the decision that
-playbooks/check-driver.yml relies on for the real device machine.
+playbooks/check_driver.yml relies on for the real device machine.
 """
 
 from __future__ import annotations

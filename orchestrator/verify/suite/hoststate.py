@@ -49,7 +49,7 @@ def packages(host: Any, patterns: tuple[str, ...]) -> dict[str, Package]:
     locks = host.run("dnf versionlock list 2>/dev/null").stdout
     result = {}
     for line in out.splitlines():
-        name, _, version = line.partition("\t")
+        name, _sep, version = line.partition("\t")
         if name:
             result[name] = Package(name, version, name in locks)
     return result
@@ -170,7 +170,7 @@ class DriverRecord:
 
 def driver_record(host: Any, path: str) -> DriverRecord | None:
     """The role's record, None when the driver was not installed by the role."""
-    data, _ = json_file(host, path)
+    data, _unused = json_file(host, path)
     if data is None:
         return None
     held = data.get("held", [])
@@ -187,7 +187,7 @@ def smi_persistence(host: Any) -> dict[int, bool]:
         return {}
     out: dict[int, bool] = {}
     for line in result.stdout.splitlines():
-        index, _, mode = line.partition(",")
+        index, _sep, mode = line.partition(",")
         if index.strip().isdigit():
             out[int(index)] = mode.strip() == "Enabled"
     return out

@@ -95,12 +95,12 @@ def allreduce_sweep(
         fill_pattern(torch, view, rank)
         dist.all_reduce(view)
         wrong_before = count_wrong(torch, view, ranks)
-        for _ in range(warmup):
+        for _round in range(warmup):
             dist.all_reduce(view)
         sync()
         dist.barrier()
         t0 = time.perf_counter()
-        for _ in range(iters):
+        for _round in range(iters):
             dist.all_reduce(view)
         sync()
         sec = (time.perf_counter() - t0) / iters

@@ -218,7 +218,7 @@ def run_multinode(spec: dict[str, Any], emitter: Emitter | None = None) -> dict[
     watchdog = start_watchdog(doc, emitter, state, deadline_s) if emitter else None
     if os.path.exists(SIMULATED_HINT):
         doc["simulated"] = True
-    results, sweep, timings, _ = run_workers(
+    results, sweep, timings, _unused = run_workers(
         spec,
         int(mn["count"]),
         started + deadline_s - DEADLINE_RESERVE_S,

@@ -10,13 +10,13 @@ from .results import GIB, Result, at_least, result
 
 def timed(torch: Any, fn: Callable[[], object], iters: int, warmup: int) -> float:
     """Mean seconds per call, by CUDA events after `warmup` untimed calls."""
-    for _ in range(warmup):
+    for _round in range(warmup):
         fn()
     torch.cuda.synchronize()
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
     start.record()
-    for _ in range(iters):
+    for _round in range(iters):
         fn()
     end.record()
     end.synchronize()

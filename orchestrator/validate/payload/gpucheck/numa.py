@@ -19,7 +19,7 @@ def parse_cpulist(text: str) -> set[int]:
     for part in text.replace(" ", "").split(","):
         if not part:
             continue
-        lo, _, hi = part.partition("-")
+        lo, _sep, hi = part.partition("-")
         if not lo.isdigit() or (hi and not hi.isdigit()):
             raise ValueError(f"not a CPU list: {text!r}")
         cpus.update(range(int(lo), int(hi or lo) + 1))

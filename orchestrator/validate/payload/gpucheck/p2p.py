@@ -21,12 +21,12 @@ def p2p_copies(
             if i == j:
                 continue
             where["pair"] = f"{i}->{j}"
-            for _ in range(warmup):
+            for _round in range(warmup):
                 dst[j].copy_(src[i])
             torch.cuda.synchronize(i)
             torch.cuda.synchronize(j)
             t0 = time.perf_counter()
-            for _ in range(iters):
+            for _round in range(iters):
                 dst[j].copy_(src[i])
             torch.cuda.synchronize(i)
             torch.cuda.synchronize(j)
