@@ -242,7 +242,6 @@ ROLLOUT_STAGES = ("all", "apply")
 ANSIBLE_OPTIONS = {
     "tags": "--tags",
     "skip_tags": "--skip-tags",
-    "extra_vars": "--extra-vars",
     "forks": "--forks",
     "diff": "--diff",
 }
@@ -251,6 +250,8 @@ ROLLOUT_OPTIONS.update(ANSIBLE_OPTIONS)  # the same stages take them
 STAGE_OPTIONS = {
     "artifacts_dir": ("--artifacts-dir", ("all", "apply", "verify")),  # their run folders
     "verbose": ("-v", ("all", "apply")),  # Ansible's own output: only they run a playbook
+    # -e outranks the inventory, so every stage that plans plans with it (docs/roles.md)
+    "extra_vars": ("--extra-vars", ("all", "apply", "plan", "validate", "verify")),
 }
 SECRET_OPTIONS = {  # every stage but lab takes them
     "vault_id": "--vault-id",

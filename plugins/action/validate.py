@@ -37,7 +37,7 @@ class _OnTheHost:
 
     def __call__(self, script: str, *, timeout: float) -> CommandOutput:
         done = self._action._low_level_execute_command(  # noqa: SLF001  # ActionBase's own
-            "/bin/sh -s", sudoable=True, in_data=script
+            "/bin/sh -s", sudoable=True, in_data=script.encode()
         )
         return CommandOutput(int(done["rc"]), str(done["stdout"]), str(done["stderr"]))
 

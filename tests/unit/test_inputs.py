@@ -453,9 +453,11 @@ def test_a_stages_help_lists_only_the_options_it_takes(stage: str) -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     text = sub.choices[stage].format_help()
-    for refused in ("--serial", "--max-unavailable", "--tags", "--extra-vars", "--forks",
+    for refused in ("--serial", "--max-unavailable", "--tags", "--forks",
                     "--check", "--full", "--diff"):  # fmt: skip
         assert refused not in text, (stage, refused)
+    # -e outranks the inventory: every stage that plans takes it (issue 46)
+    assert ("--extra-vars" in text) == (stage != "detect")
     assert ("--junit" in text) == (stage in ("validate", "verify"))
     assert "--vault-id" in text and "--report" in text
 

@@ -220,3 +220,22 @@ def test_gpuprov_roles_without_a_detected_role_leaves_it_out_with_a_warning() ->
     with_mig = plan(real_raw(), gpuprov_roles=["nvidia_driver"], mig_layout="all", mig_configs=mig)
     assert "mig" not in names(with_mig)
     assert any(w.startswith("mig is not in gpuprov_roles") for w in with_mig.warnings)
+
+
+def test_provision_plan_takes_e_and_refuses_what_contradicts_the_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`provision plan -e` previews what apply with the same -e does (it was refused: plan
+    did not use -e)."""
+    from orchestrator.cli import main
+
+    facts = tmp_path / "facts"
+    (facts / "n1").mkdir(parents=True)
+    for name, text in real_raw().items():
+        (facts / "n1" / name).write_text(text)
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[gpu_nodes]\nn1\n")
+    base = ["plan", "-i", str(inv), "--facts", str(facts)]
+    assert main([*base, "-e", "nvidia_driver_branch=580"]) == 0
+    assert main([*base, "-e", "nvidia_driver_flavour=auto"]) == EXIT_BAD_INPUT
+    assert "nvidia_driver_flavour='auto' (-e) contradicts the plan's" in capsys.readouterr().err
