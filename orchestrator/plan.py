@@ -127,7 +127,7 @@ def _with_cpu(facts: HostFacts, models: Sequence[GpuModel], notes: Notes) -> Hos
     cpus = {m.cpu: m.model for m in models if m.cpu}
     if not cpus:
         return facts
-    (cpu, model), *_ = cpus.items()
+    cpu, model = next(iter(cpus.items()))
     if not facts.arch:
         notes.warnings.append(
             f"CPU architecture {cpu} from the GPUs ({model} is a Grace superchip): the capture "
@@ -192,7 +192,7 @@ def _contradictions(
                 continue
             if given is None or templated(given):
                 continue
-            read, _ = role_problems(table, role.name, {name: given})
+            read = role_problems(table, role.name, {name: given})[0]
             if read[name] != planned:
                 fix = (
                     f"drop {name} from -e (set it in the inventory, which the planner reads), "

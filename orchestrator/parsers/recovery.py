@@ -21,7 +21,7 @@ def parse_recovery(text: str) -> tuple[str, ...]:
     """The causes a host needs recovery for, one line each, in the capture's order."""
     causes = []
     for line in split_exit(text).body.splitlines():
-        kind, _, value = line.strip().partition(" ")
+        kind, _sep, value = line.strip().partition(" ")
         if not kind:
             continue
         if kind == "dpkg_journal":

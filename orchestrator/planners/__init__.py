@@ -75,7 +75,7 @@ Planner = Callable[[HostContext], RolePlan | None]
 @functools.cache
 def planner_of(spec: str) -> Planner:
     """The planner named `module:function` (relative to this package)."""
-    module, _, function = spec.partition(":")
+    module, function = spec.split(":", maxsplit=1)
     found: Planner = getattr(importlib.import_module(f"{__name__}.{module}"), function)
     return found
 

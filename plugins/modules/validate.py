@@ -43,6 +43,7 @@ attributes:
     support: none
   platform:
     description: Targets hosts with a POSIX sh.
+    support: full
     platforms: posix
 notes:
   - The scripts bound themselves (C(timeout) around the payload and the diag); the task's
@@ -50,7 +51,7 @@ notes:
 seealso:
   - module: gpuprov.nvidia.plan
   - module: gpuprov.nvidia.verify
-author: gpuprov contributors
+author: gpuprov contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

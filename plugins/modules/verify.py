@@ -33,6 +33,7 @@ attributes:
     support: none
   platform:
     description: Targets hosts testinfra reaches with the inventory's connection settings.
+    support: full
     platforms: posix
 notes:
   - Needs pytest and pytest-testinfra on the controller (C(meta/ee-requirements.txt)).
@@ -40,7 +41,7 @@ notes:
     would need to ask for is not available to it.
 seealso:
   - module: gpuprov.nvidia.validate
-author: gpuprov contributors
+author: gpuprov contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
