@@ -19,10 +19,9 @@ from ansible.plugins.action import ActionBase
 
 from ...orchestrator.catalog import default_catalog
 from ...orchestrator.errors import GpuprovError
-from ...orchestrator.result import STATUSES
 from ...orchestrator.validate.runner import CommandOutput, validate_host
 from ...orchestrator.validate.textfile import directory_of, publish
-from ..plugin_utils.planned_here import ProbeFailed, planned_here
+from ..plugin_utils.planned_here import ProbeFailed, checks_result, planned_here
 
 RUNTIMES = ("auto", "docker", "host")
 
@@ -90,23 +89,9 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             extra = publish(execute, directory, here.host, checks, time.time())
             written = not extra
             checks += extra
-        bad = [c for c in checks if c.status == "fail"]
         result.update(
             changed=written,
-            checks=[c.to_dict() for c in checks],
-            summary=" ".join(
-                f"{n} {s}" for s in STATUSES if (n := sum(c.status == s for c in checks))
-            ),
-            failed_checks=[c.label for c in bad],
-            statuses={c.label: c.status for c in checks},
             textfile=f"{directory.rstrip('/')}/gpuprov_validation.prom" if written else None,
-            seconds=round(time.monotonic() - started, 3),
+            **checks_result(here.host, "validation", checks, started),
         )
-        if bad:
-            first = bad[0].diagnosis or bad[0].label
-            result.update(
-                failed=True,
-                msg=f"{here.host}: {len(bad)} validation check(s) failed "
-                f"({', '.join(c.label for c in bad[:8])}): {first}",
-            )
         return result

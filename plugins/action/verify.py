@@ -23,9 +23,8 @@ from ansible.plugins.action import ActionBase
 
 from ...orchestrator.errors import GpuprovError
 from ...orchestrator.plandoc import write_plan_document
-from ...orchestrator.result import STATUSES
 from ...orchestrator.verify.runner import SUITE, parse_junit, suite_command
-from ..plugin_utils.planned_here import ProbeFailed, planned_here
+from ..plugin_utils.planned_here import ProbeFailed, checks_result, planned_here
 
 # The collection's root (ansible_collections/gpuprov/nvidia): on the suite's PYTHONPATH, so
 # its test modules import `orchestrator` as the collection ships it.
@@ -88,22 +87,5 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         if not checks:
             tail = (done.stdout + done.stderr)[-2000:]
             return _bad(result, f"{here.host}: the suite reported nothing for this host: {tail}")
-        bad = [c for c in checks if c.status == "fail"]
-        result.update(
-            changed=False,
-            checks=[c.to_dict() for c in checks],
-            summary=" ".join(
-                f"{n} {s}" for s in STATUSES if (n := sum(c.status == s for c in checks))
-            ),
-            failed_checks=[c.label for c in bad],
-            statuses={c.label: c.status for c in checks},
-            seconds=round(time.monotonic() - started, 3),
-        )
-        if bad:
-            first = bad[0].diagnosis or bad[0].label
-            result.update(
-                failed=True,
-                msg=f"{here.host}: {len(bad)} verification check(s) failed "
-                f"({', '.join(c.label for c in bad[:8])}): {first}",
-            )
+        result.update(changed=False, **checks_result(here.host, "verification", checks, started))
         return result

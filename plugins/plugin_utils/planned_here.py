@@ -9,7 +9,8 @@ plan, validate and verify start here, so each sees the host exactly as `provisio
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from ...orchestrator.parsers import parse_host
 from ...orchestrator.plan import HostPlan, plan_host
 from ...orchestrator.policy import Policy, load_policy
 from ...orchestrator.probe import probe_script, split_output
+from ...orchestrator.result import STATUSES, CheckResult
 
 
 @dataclass(frozen=True)
@@ -72,3 +74,29 @@ def planned_here(
         hostvars=own,
     )
     return PlannedHere(host, raw, facts, own, policy, plan)
+
+
+def checks_result(
+    host: str, what: str, checks: Sequence[CheckResult], started: float
+) -> dict[str, Any]:
+    """A host's checks as the validate and verify tasks return them: every check, a summary,
+    the failed ones; a failed check fails the task, naming the first few (`what`: the stage's
+    word, "validation" or "verification")."""
+    bad = [c for c in checks if c.status == "fail"]
+    out: dict[str, Any] = {
+        "checks": [c.to_dict() for c in checks],
+        "summary": " ".join(
+            f"{n} {s}" for s in STATUSES if (n := sum(c.status == s for c in checks))
+        ),
+        "failed_checks": [c.label for c in bad],
+        "statuses": {c.label: c.status for c in checks},
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    if bad:
+        first = bad[0].diagnosis or bad[0].label
+        out.update(
+            failed=True,
+            msg=f"{host}: {len(bad)} {what} check(s) failed "
+            f"({', '.join(c.label for c in bad[:8])}): {first}",
+        )
+    return out
