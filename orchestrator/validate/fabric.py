@@ -46,6 +46,7 @@ CHECK_NAMES = frozenset(
         "ib_link",
         "memlock",
         "gpudirect",
+        "ib_reboot",
     }
 )
 _INDEX = re.compile(r"(\d+)$")
@@ -377,6 +378,25 @@ def efa_gpudirect_result(f: FabricInput) -> CheckResult:
     return CheckResult("gpudirect", "pass", runs.path, None, "")
 
 
+def check_ib_reboot(f: FabricInput) -> list[CheckResult]:
+    """InfiniBand hosts with a reboot a role recorded against this boot (issue 47 item 5:
+    DOCA-OFED's ib_core, and nvidia-peermem built against it, are active only after one):
+    the stack validated now is not the one the next boot runs. No result without a record."""
+    if not (f.ib or ib_functions(f.facts, f.catalog)) or not f.facts.reboot_pending:
+        return []
+    return [
+        CheckResult(
+            "ib_reboot",
+            "fail",
+            None,
+            None,
+            "",
+            f"{f.host}: reboot required: {'; '.join(f.facts.reboot_pending)}; fix: reboot the "
+            "host (gpuprov does not), then validate again",
+        )
+    ]
+
+
 FabricCheck = Callable[[FabricInput], list[CheckResult]]
 
 CHECKS: tuple[FabricCheck, ...] = (
@@ -389,6 +409,7 @@ CHECKS: tuple[FabricCheck, ...] = (
     check_ib_link,
     check_memlock,
     check_gpudirect,
+    check_ib_reboot,
 )
 
 
