@@ -173,3 +173,27 @@ def test_nvidia_peermem_waits_for_the_reboot_doca_needs(peermem: Path) -> None:
 def test_nvidia_peermem_is_loaded_now_once_doca_is_active(peermem: Path) -> None:
     calls = (peermem / "rebooted.log").read_text().splitlines()
     assert "nvidia-peermem" in calls and "modprobe" in calls, calls
+
+
+def test_the_doca_record_lists_the_rebuild_marker_so_a_stopped_run_is_not_converged() -> None:
+    """The role's convergence record (its last task) lists the marker with DOCA: recorded
+    missing, a marker a stopped run left makes the role run again instead of being skipped
+    as converged (docs/reruns.md), as the docker role does with its restart marker."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    def trusted(path: Path) -> dict[str, object]:
+        """A role file's strings as Ansible trusts them (templates of the role's own)."""
+        data: dict[str, object] = yaml.safe_load(path.read_text())
+        return {k: trust_as_template(v) if isinstance(v, str) else v for k, v in data.items()}
+
+    loader = DataLoader()
+    tasks = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    (record,) = [t for t in tasks if "gpuprov.nvidia.converged_record" in t]
+    variables = {**trusted(ROLE / "vars" / "main.yml"), **trusted(ROLE / "defaults" / "main.yml")}
+    items = trust_as_template(record["gpuprov.nvidia.converged_record"]["items"])
+    doca = Templar(loader, variables={**variables, "infiniband_stack": "doca"})
+    marker = "file /var/lib/gpuprov/infiniband-nvidia-rebuild-pending"
+    assert marker in doca.template(items)
+    distribution = Templar(loader, variables=variables)  # the role's default stack
+    assert marker not in distribution.template(items)
