@@ -4,7 +4,7 @@
 #
 #   scripts/venv.sh [VENV]                 python3 (or $PYTHON); its constraints file:
 #                                          Python 3.11 -> constraints/oldest.txt (ansible-core
-#                                          2.19), 3.12 and later -> constraints/newest.txt (2.21)
+#                                          2.19), 3.12 and later -> constraints/newest.txt (2.22)
 #   GPUPROV_CONSTRAINTS=FILE scripts/venv.sh [VENV]   another constraints file
 #   scripts/venv.sh --lock FILE [VENV]     resolve afresh within pyproject.toml's ranges (and
 #                                          the ansible-core of $GPUPROV_ANSIBLE_CORE, e.g.
