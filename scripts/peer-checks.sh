@@ -2,7 +2,8 @@
 # The checks Galaxy and Automation Hub judge a collection by (issue 50), on the tarball this
 # tree builds (its tracked files, as a clean clone has them):
 #   ansible-test sanity --local  ansible-core of $VENV on Python 3.11 (oldest), and of
-#                                $NEWEST_VENV on Python 3.12+ (newest), 24 tests each
+#                                $NEWEST_VENV on Python 3.13+ (newest), 24 tests on the
+#                                oldest, 23 on the newest (pylint: see sanity())
 #                                (shellcheck: Debian's package, installed when missing);
 #   galaxy-importer              on the tarball, as a Galaxy server imports it;
 #   antsibull-docs               lint-collection-docs --plugin-docs (docs build and RST check).
