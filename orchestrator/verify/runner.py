@@ -432,13 +432,14 @@ def run_ansible_suites(
     with tempfile.TemporaryDirectory(prefix="gpuprov-verify-") as folder:
         work = Path(folder)
         plan = write_plan_document(work, {h: dict(v) for h, v in plans.items()})
+        ssh_config = _reused_connections(work)
         running: list[tuple[subprocess.Popen[bytes], Path, Path]] = []
         try:
             for i, group in enumerate(shards(names, count)):
                 junit, log = work / f"junit-{i}.xml", work / f"suite-{i}.log"
                 with log.open("wb") as out:  # a file, not a pipe: no process waits on a reader
                     proc = subprocess.Popen(
-                        suite_command(None, group, junit, plan, 1),
+                        [*suite_command(None, group, junit, plan, 1), f"--ssh-config={ssh_config}"],
                         env=dict(env),
                         cwd=work,
                         stdin=subprocess.DEVNULL,
@@ -461,3 +462,27 @@ def run_ansible_suites(
         if not documents:
             return {}, tail
         return parse_junit(merge_junit(documents)), tail
+
+
+def _reused_connections(work: Path) -> Path:
+    """An ssh_config for testinfra's ssh (pytest's --ssh-config: ssh -F) under which each
+    host's commands share one connection, as Ansible's ssh connection shares its own
+    (ControlPersist). testinfra gives ssh ControlMaster and ControlPersist but a ControlPath
+    only from an ansible.cfg's control_path in its working directory, so each command was a
+    new SSH handshake (100 fleet hosts: more than 7 minutes for the suite). The user's and the
+    system's ssh configuration, which -F would leave out, are included; what they set first
+    holds (ssh keeps the first value of an option)."""
+    sockets = work / "cp"
+    sockets.mkdir(mode=0o700)
+    path = work / "ssh_config"
+    path.write_text(
+        "# gpuprov.nvidia.verify: one connection per host for its checks\n"
+        "Include ~/.ssh/config\n"
+        "Host *\n"
+        "  ControlMaster auto\n"
+        f"  ControlPath {sockets}/%C\n"
+        "  ControlPersist 15s\n"
+        "Include /etc/ssh/ssh_config\n",
+        encoding="utf-8",
+    )
+    return path
