@@ -52,7 +52,7 @@ lint: venv
 	$(VENV)/bin/antsibull-changelog lint
 
 # The checks Galaxy and Automation Hub judge the collection by, on the tarball it builds:
-# ansible-test sanity on the oldest (2.19, Python 3.11) and the newest (2.21, Python 3.12+:
+# ansible-test sanity on the oldest (2.19, Python 3.11) and the newest (2.22, Python 3.13+:
 # .venv-newest) ansible-core, galaxy-importer, antsibull-docs lint-collection-docs
 # (scripts/peer-checks.sh). Minutes, not seconds (docs/benchmarks.md), so apart from `lint`.
 lint-peers: venv

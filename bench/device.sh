@@ -56,3 +56,13 @@ for layout in h200-mixed h200-all-3g h100-80gb-mixed; do
   python3 -m orchestrator.mig_apply --config inventory/group_vars/all.yml --layout "$layout" check
   echo "exit=$?"
 done
+step "plan with -e (the planner plans with it; a contradiction is exit 2)"
+provision plan -i "$inv" -e nvidia_driver_branch=580 --json > "$out/plan-e.json"
+echo "exit=$? (580: agrees with the detected driver)"
+provision plan -i "$inv" -e nvidia_driver_fabricmanager=true
+echo "exit=$? (the fabric manager on a host without NVSwitch: contradicts the plan)"
+step "the collection's playbooks (gpuprov.nvidia.validate / verify), connection local"
+time ANSIBLE_SHOW_CUSTOM_STATS=True ansible-playbook -i "$inv" playbooks/validate.yml
+echo "exit=$?"
+time ANSIBLE_SHOW_CUSTOM_STATS=True ansible-playbook -i "$inv" playbooks/verify.yml
+echo "exit=$?"

@@ -191,7 +191,7 @@ Each STAGE runs one step; only `apply` (and the full run) change hosts:
 Start read-only: `provision -i INVENTORY plan`, then `provision -i INVENTORY apply --check`."""
 
 # Side by side with ansible-playbook's: ansible-core's ExitCode (ansible/errors/__init__.py,
-# 2.19-2.21) and its task queue manager's results.
+# 2.19-2.22) and its task queue manager's results.
 EPILOG = """\
 exit codes           provision                          ansible-playbook
   every host ok      0                                  0

@@ -40,7 +40,7 @@ def write_plan_document(directory: Path, host_vars: HostVars) -> Path:
     """Write ``plan.json`` into `directory`, whole or not at all (a temporary file and a
     rename: Ansible never reads half a plan); return its path. A write that fails (a full
     disk) is an OutputError naming the path, before Ansible starts."""
-    from .report import write_atomic
+    from .atomic import write_atomic
 
     path = directory / FILE_NAME
     try:

@@ -30,7 +30,8 @@ PYTHONPATH=tests/lab "$venv/bin/python" -m aptrepo build >/dev/null || exit 1
 # 2026-12-03, the other groups ended by 1,972 s), so validation (a lab of its own) and the
 # installed wheel (check mode with the roles' tasks skipped: any reachable host) run in d.
 a=(tests/lab/test_role_nvidia_driver.py tests/lab/test_verify_lab.py
-  tests/lab/test_without_provision_lab.py tests/lab/test_rerun_lab.py)
+  tests/lab/test_collection_checks_lab.py tests/lab/test_without_provision_lab.py
+  tests/lab/test_rerun_lab.py)
 # Group d: a session lab of its own (its own GPUPROV_LAB name) for the tests that need no
 # driver: connections (bastion, become), detection, the simulator, the plan's precedence and
 # the runtime roles (docker, then the toolkit on the hosts docker converged), validation on
@@ -54,12 +55,7 @@ c=(tests/lab/test_faults_lab.py tests/lab/test_multinode_lab.py tests/lab/test_e
 # 2026-12-02: docs/benchmarks.md). They run in group b when GPUPROV_LAB_EXTENDED=1
 # (`make test-lab-extended`); docs/support-matrix.md says what they cover and when they
 # last passed. Kernel updates 16.6 min, MIG 11.5 min (that run's --durations).
-# test_collection_checks_lab.py (issue 49, the validate/verify playbooks against provision):
-# passed on its own lab (2 passed, 94 s), but its verify test failed in group a's chain on the
-# session lab in a local CI run of d14abd4 (2026-12-05 23:50): not diagnosed yet, so it is in
-# the extended tier until it is (issue 49 stays open).
-extended=(tests/lab/test_kernel_updates_lab.py tests/lab/test_role_mig.py
-  tests/lab/test_collection_checks_lab.py)
+extended=(tests/lab/test_kernel_updates_lab.py tests/lab/test_role_mig.py)
 if [[ ${GPUPROV_LAB_EXTENDED:-} == 1 ]]; then
   b+=("${extended[@]}")
   # and group a's Debian 13 hosts install Debian's real driver packages (the real 550 DKMS

@@ -2,7 +2,8 @@
 # The checks Galaxy and Automation Hub judge a collection by (issue 50), on the tarball this
 # tree builds (its tracked files, as a clean clone has them):
 #   ansible-test sanity --local  ansible-core of $VENV on Python 3.11 (oldest), and of
-#                                $NEWEST_VENV on Python 3.12+ (newest), 24 tests each
+#                                $NEWEST_VENV on Python 3.13+ (newest), 24 tests on the
+#                                oldest, 23 on the newest (pylint: see sanity())
 #                                (shellcheck: Debian's package, installed when missing);
 #   galaxy-importer              on the tarball, as a Galaxy server imports it;
 #   antsibull-docs               lint-collection-docs --plugin-docs (docs build and RST check).
@@ -60,8 +61,17 @@ tar -xzf "$tarball" -C "$collection"
 lap "built $(basename "$tarball") ($(tar -tzf "$tarball" | wc -l) entries)"
 
 sanity() { # VENV: ansible-test sanity with that venv's ansible-core and Python
-  local v=$1 py pip_version home
+  local v=$1 py pip_version home skip=() reqs
   py=$("$root/$v/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  # ansible-core 2.22.0rc1's ansible-test pins pylint's dependency dill to a GitHub archive
+  # (its requirements/sanity.pylint.txt: "dill @ https://github.com/..."), which neither this
+  # machine nor CI can reach (PyPI only): its pylint test is then left out and said so; the
+  # oldest leg's pylint runs (docs/collection.md)
+  reqs=$("$root/$v/bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')/_data/requirements/sanity.pylint.txt
+  if grep -q '@ https\?://' "$reqs" 2>/dev/null; then
+    skip=(--skip-test pylint)
+    lap "ansible-test sanity ($v): pylint left out: its requirements name a URL outside PyPI: $(grep -o '^[A-Za-z0-9_.-]* @ [^#]*' "$reqs" | head -1)"
+  fi
   pip_version=$("$root/$v/bin/python" -c 'import types
 from ansible_test._internal.python_requirements import get_venv_packages
 print(get_venv_packages(types.SimpleNamespace(version="'"$py"'"))["pip"])')
@@ -70,12 +80,12 @@ print(get_venv_packages(types.SimpleNamespace(version="'"$py"'"))["pip"])')
   cp "$root/scripts/ansible-test-get-pip.py" "$home/.ansible/test/cache/get_pip_${pip_version//./_}.py"
   (cd "$collection" && rm -rf tests/output &&
     HOME=$home PATH="$root/$v/bin:$PATH" "$root/$v/bin/ansible-test" sanity --local --python "$py" \
-      --color no >"$work/sanity-$py.log" 2>&1) || {
+      --color no "${skip[@]}" >"$work/sanity-$py.log" 2>&1) || {
     grep -v '^\(Collecting\|Downloading\|Installing\|Successfully\|Requirement\|Using cached\|Processing\|Looking\|Attempting\|Found existing\|Uninstalling\)\|━' "$work/sanity-$py.log" >&2
     echo "peer-checks: ansible-test sanity failed ($v, Python $py)" >&2
     return 1
   }
-  lap "ansible-test sanity: ansible-core $("$root/$v/bin/python" -c 'import ansible.release as r; print(r.__version__)'), Python $py: passed"
+  lap "ansible-test sanity: ansible-core $("$root/$v/bin/python" -c 'import ansible.release as r; print(r.__version__)'), Python $py: passed${skip:+ (without pylint)}"
 }
 sanity "$venv"
 sanity "$newest"

@@ -4,7 +4,8 @@
 #
 #   scripts/venv.sh [VENV]                 python3 (or $PYTHON); its constraints file:
 #                                          Python 3.11 -> constraints/oldest.txt (ansible-core
-#                                          2.19), 3.12 and later -> constraints/newest.txt (2.21)
+#                                          2.19; 3.12 too: ansible-core 2.22 needs 3.13),
+#                                          3.13 and later -> constraints/newest.txt (2.22)
 #   GPUPROV_CONSTRAINTS=FILE scripts/venv.sh [VENV]   another constraints file
 #   scripts/venv.sh --lock FILE [VENV]     resolve afresh within pyproject.toml's ranges (and
 #                                          the ansible-core of $GPUPROV_ANSIBLE_CORE, e.g.
@@ -33,7 +34,8 @@ if [ -n "$lock" ]; then
 fi
 minor=$("$venv/bin/python" -c 'import sys; print(sys.version_info[1])')
 default=constraints/newest.txt
-[ "$minor" -le 11 ] && default=constraints/oldest.txt
+# ansible-core 2.22 (newest.txt) requires Python 3.13; 2.19 (oldest.txt) runs on 3.11 and 3.12
+[ "$minor" -le 12 ] && default=constraints/oldest.txt
 constraints=${GPUPROV_CONSTRAINTS:-$default}
 "${pip[@]}" install -q -c "$constraints" -e '.[dev]'
 echo "venv: $venv with ansible-core $("$venv/bin/python" -c "import ansible.release as r; print(r.__version__)") ($constraints)"

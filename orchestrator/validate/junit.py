@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from ..atomic import write_atomic
 from ..errors import BadInputError
-from ..report import RunReport, StageResult, write_atomic
+from ..report import RunReport, StageResult
 from ..result import CheckResult
 from .fabric import CHECK_NAMES as FABRIC_CHECK_NAMES
 from .fabric import base_name

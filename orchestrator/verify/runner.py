@@ -11,7 +11,9 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -20,6 +22,7 @@ from typing import Any
 
 from ..errors import HostError
 from ..inventory import InventoryHost
+from ..plandoc import write_plan_document
 from ..result import CheckResult, Status
 
 SUITE = Path(__file__).resolve().parent / "suite"
@@ -40,12 +43,14 @@ class VerifyRun:
 
 def suite_command(
     inventory: Path | None,
-    pattern: str,
+    pattern: str | Sequence[str],
     junit: Path,
     plan_file: Path | None,
     workers: int,
 ) -> list[str]:
-    """The pytest command line; also what a user runs to use the suite directly."""
+    """The pytest command line; also what a user runs to use the suite directly. `pattern`:
+    an Ansible host pattern, or a list of host names (each its own testinfra host)."""
+    names = [pattern] if isinstance(pattern, str) else list(pattern)
     cmd = [
         sys.executable,
         "-m",
@@ -55,7 +60,7 @@ def suite_command(
         "no:cacheprovider",
         "-q",
         "-rfEs",
-        f"--hosts=ansible://{pattern}",
+        "--hosts=" + ",".join(f"ansible://{n}" for n in names),
         f"--junitxml={junit}",
         "-o",
         "junit_family=xunit2",
@@ -408,3 +413,76 @@ def _message(el: ET.Element) -> str:
 
 def passed(results: Sequence[CheckResult]) -> bool:
     return all(r.status != "fail" for r in results)
+
+
+def run_ansible_suites(
+    plans: Mapping[str, Mapping[str, Any]],
+    env: Mapping[str, str],
+    timeout: float,
+    processes: int | None = None,
+) -> tuple[dict[str, tuple[CheckResult, ...]], str]:
+    """The suite through testinfra's Ansible backend (gpuprov.nvidia.verify) for every host of
+    `plans` ({host: plan-document entry}) against one plan document, the hosts dealt into
+    `processes` pytest processes run side by side (default `processes_for`, as `provision
+    verify` deals them); ({host: checks}, the processes' output's tail). `env` carries the
+    inventory (ANSIBLE_INVENTORY). A host missing from the result got no test case;
+    subprocess.TimeoutExpired past `timeout` seconds (the processes killed)."""
+    names = list(plans)
+    count = processes if processes is not None else processes_for(len(names))
+    with tempfile.TemporaryDirectory(prefix="gpuprov-verify-") as folder:
+        work = Path(folder)
+        plan = write_plan_document(work, {h: dict(v) for h, v in plans.items()})
+        ssh_config = _reused_connections(work)
+        running: list[tuple[subprocess.Popen[bytes], Path, Path]] = []
+        try:
+            for i, group in enumerate(shards(names, count)):
+                junit, log = work / f"junit-{i}.xml", work / f"suite-{i}.log"
+                with log.open("wb") as out:  # a file, not a pipe: no process waits on a reader
+                    proc = subprocess.Popen(
+                        [*suite_command(None, group, junit, plan, 1), f"--ssh-config={ssh_config}"],
+                        env=dict(env),
+                        cwd=work,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    )
+                running.append((proc, junit, log))
+            deadline = time.monotonic() + timeout
+            for proc, _junit, _log in running:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        finally:  # a timeout, a signal: nothing of the suite outlives the task
+            for proc, _junit, _log in running:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        documents = [j.read_text("utf-8") for _proc, j, _log in running if j.exists()]
+        tail = "".join(
+            log.read_text("utf-8", errors="replace") for _proc, _j, log in running if log.exists()
+        )[-2000:]
+        if not documents:
+            return {}, tail
+        return parse_junit(merge_junit(documents)), tail
+
+
+def _reused_connections(work: Path) -> Path:
+    """An ssh_config for testinfra's ssh (pytest's --ssh-config: ssh -F) under which each
+    host's commands share one connection, as Ansible's ssh connection shares its own
+    (ControlPersist). testinfra gives ssh ControlMaster and ControlPersist but a ControlPath
+    only from an ansible.cfg's control_path in its working directory, so each command was a
+    new SSH handshake (100 fleet hosts: more than 7 minutes for the suite). The user's and the
+    system's ssh configuration, which -F would leave out, are included; what they set first
+    holds (ssh keeps the first value of an option)."""
+    sockets = work / "cp"
+    sockets.mkdir(mode=0o700)
+    path = work / "ssh_config"
+    path.write_text(
+        "# gpuprov.nvidia.verify: one connection per host for its checks\n"
+        "Include ~/.ssh/config\n"
+        "Host *\n"
+        "  ControlMaster auto\n"
+        f"  ControlPath {sockets}/%C\n"
+        "  ControlPersist 15s\n"
+        "Include /etc/ssh/ssh_config\n",
+        encoding="utf-8",
+    )
+    return path

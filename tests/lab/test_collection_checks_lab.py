@@ -44,6 +44,7 @@ class Outcome:
 
     status: dict[str, str]
     checks: dict[str, dict[str, str]]
+    output: str = ""  # the playbook's, for a failure's message
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +122,9 @@ def _playbook(lab: RunningLab, alone: tuple[Path, dict[str, str], Path], name: s
     key = "gpuprov_validation" if name == "validate" else "gpuprov_verification"
     stats = json.loads(line.split("RUN:", 1)[1])[key]
     return Outcome(
-        {h: s["status"] for h, s in stats.items()}, {h: s["checks"] for h, s in stats.items()}
+        {h: s["status"] for h, s in stats.items()},
+        {h: s["checks"] for h, s in stats.items()},
+        output[-6000:],
     )
 
 
@@ -142,8 +145,8 @@ def test_validate_gives_provisions_checks_and_a_gpu_fault_fails_only_its_host(
 ) -> None:
     expected = _provision(checks_lab, "validate", tmp_path / "validate.json")
     seen = _playbook(checks_lab, alone, "validate")
-    assert seen.checks == expected.checks
-    assert seen.status == expected.status
+    assert seen.checks == expected.checks, seen.output
+    assert seen.status == expected.status, seen.output
     others = set(checks_lab.hosts) - {xid_on_one_host}
     assert expected.status == {xid_on_one_host: "failed", **dict.fromkeys(others, "ok")}
     assert expected.checks[xid_on_one_host]["xid_errors"] == "fail"
@@ -156,5 +159,5 @@ def test_verify_gives_provisions_checks(
 ) -> None:
     expected = _provision(checks_lab, "verify", tmp_path / "verify.json")
     seen = _playbook(checks_lab, alone, "verify")
-    assert seen.checks == expected.checks and all(seen.checks.values())
-    assert seen.status == expected.status
+    assert seen.checks == expected.checks and all(seen.checks.values()), seen.output
+    assert seen.status == expected.status, seen.output

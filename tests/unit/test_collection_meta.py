@@ -180,3 +180,22 @@ def test_every_role_has_a_readme_and_driver_upgrades_lists_its_inputs() -> None:
             else str(default)
         )
         assert f"`{shown}`" in row, (name, shown)
+
+
+def test_the_verify_action_writes_its_plan_without_the_cli_s_libraries(tmp_path: Path) -> None:
+    """gpuprov.nvidia.verify writes the plan document at run time (not at import): on a
+    controller with ansible-core and meta/ee-requirements.txt alone, rich (the CLI's tables)
+    is not there. A lazy import of orchestrator.report there failed every host of the lab's
+    verify playbook with "No module named 'rich'" (issue 49)."""
+    probe = (
+        f"import sys; sys.path.insert(0, {str(ROOT / 'collections')!r})\n"
+        "sys.modules['rich'] = None  # import rich -> ImportError, as where it is not installed\n"
+        "from pathlib import Path\n"
+        "from ansible_collections.gpuprov.nvidia.orchestrator.plandoc import write_plan_document\n"
+        f"print(write_plan_document(Path({str(tmp_path)!r}), {{'node-1': {{'x': 1}}}}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", probe], cwd="/", capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((tmp_path / "plan.json").read_text())

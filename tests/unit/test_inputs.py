@@ -19,7 +19,7 @@ import yaml
 from _helpers import REPO as ROOT
 from _helpers import copy_facts, write_inventory
 
-from orchestrator import inputs, report
+from orchestrator import atomic, inputs, report
 from orchestrator.cli import build_parser, main
 from orchestrator.errors import BadInputError, HostError, InventoryError, PolicyError
 from orchestrator.inventory import load_inventory
@@ -157,7 +157,7 @@ def test_write_atomic_never_replaces_a_fifo_that_appeared_after_the_check(tmp_pa
     fifo = tmp_path / "r.json"
     os.mkfifo(fifo)
     with pytest.raises(OSError, match="not a regular file"):
-        report.write_atomic(fifo, "{}\n")
+        atomic.write_atomic(fifo, "{}\n")
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from orchestrator.knobs import default_table
 from orchestrator.verify.expect import expectation_from_vars, upstream_version
 from orchestrator.verify.runner import (
+    _reused_connections,
     merge_junit,
     parse_junit,
     processes_for,
@@ -139,3 +142,17 @@ def test_parse_junit_reads_a_pytest_fail_message() -> None:
     (result,) = parse_junit(xml)["n1"]
     assert result.name == "verify.mig_mode_as_planned" and result.status == "fail"
     assert result.diagnosis.startswith("cannot check MIG layout 'x'")
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client here")
+def test_the_verify_playbooks_ssh_config_shares_one_connection_per_host(tmp_path: Path) -> None:
+    """gpuprov.nvidia.verify gives testinfra's ssh a ControlPath (each command was a new SSH
+    handshake: 100 fleet hosts took over 7 minutes); OpenSSH itself reads the file."""
+    config = _reused_connections(tmp_path)
+    seen = subprocess.run(
+        ["ssh", "-G", "-F", str(config), "node-1"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert "controlmaster auto" in seen
+    assert any(ln.startswith(f"controlpath {tmp_path}/cp/") for ln in seen), seen
+    assert "controlpersist 15" in seen
+    assert (tmp_path / "cp").stat().st_mode & 0o777 == 0o700

@@ -37,7 +37,7 @@ def test_pip_install_then_ansible_doc_finds_the_collection(tmp_path: Path) -> No
     _run([*pip, "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), str(REPO)], tmp_path, env)
     (wheel,) = (tmp_path / "dist").glob("gpuprov-*.whl")
     constraints = (
-        REPO / "constraints" / ("oldest.txt" if sys.version_info < (3, 12) else "newest.txt")
+        REPO / "constraints" / ("oldest.txt" if sys.version_info < (3, 13) else "newest.txt")
     )
     # ansible-core at CI's version, then the wheel (its other requirements play no part here)
     _run([*pip, "install", "-q", "-c", str(constraints), "ansible-core"], tmp_path, env)
