@@ -31,6 +31,16 @@ class InstanceType:
 
 
 @dataclass(frozen=True)
+class PluginDmabuf:
+    """From `since` on, aws-ofi-nccl's DMA-BUF default, and the EFA device ids it spares."""
+
+    since: tuple[int, ...]
+    dmabuf: bool
+    except_ids: frozenset[int]
+    why: str
+
+
+@dataclass(frozen=True)
 class FabricCatalog:
     efa_vendor: int
     efa_device_ids: frozenset[int]
@@ -47,6 +57,9 @@ class FabricCatalog:
     peermem_paths: tuple[str, ...]
     dmabuf_min_kernel: tuple[int, int]
     dmabuf_flavour: str
+    bundled_plugin: Mapping[str, str]  # EFA installer -> the aws-ofi-nccl it bundles
+    plugin_dmabuf: tuple[PluginDmabuf, ...]  # ordered by `since`
+    gdr_default_since: str  # the EFA installer from which -g no longer chooses GPUDirect
 
 
 def load_fabric(path: Path = DATA) -> FabricCatalog:
@@ -80,6 +93,22 @@ def load_fabric(path: Path = DATA) -> FabricCatalog:
             peermem_paths=tuple(str(p) for p in gd["peermem_paths"]),
             dmabuf_min_kernel=(int(major), int(minor)),
             dmabuf_flavour=str(gd["dmabuf_flavour"]),
+            bundled_plugin={str(k): str(v) for k, v in efa["bundled_plugin"].items()},
+            plugin_dmabuf=tuple(
+                sorted(
+                    (
+                        PluginDmabuf(
+                            since=version_key(str(rule["since"])),
+                            dmabuf=bool(rule["dmabuf"]),
+                            except_ids=frozenset(int(i) for i in rule.get("except", ())),
+                            why=str(rule.get("why", "")),
+                        )
+                        for rule in efa["plugin_dmabuf"]
+                    ),
+                    key=lambda rule: rule.since,
+                )
+            ),
+            gdr_default_since=str(efa["gdr_default_since"]),
         )
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as e:
         raise CatalogError(
@@ -153,3 +182,84 @@ def kernel_version(release: str) -> tuple[int, int] | None:
         return int(parts[0]), int(parts[1])
     except (IndexError, ValueError):
         return None
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """ "1.14.2" -> (1, 14, 2); a "v" prefix and a "-aws" suffix are dropped."""
+    return tuple(int(p) for p in version.strip().lstrip("v").split("-")[0].split("."))
+
+
+@dataclass(frozen=True)
+class EfaGpudirect:
+    """How NCCL's OFI plugin gets GPU memory to the EFA NICs: `path` is "dmabuf", "peermem"
+    (registered by address, pinned by the efa kernel module) or "unknown"; `plugin` the
+    aws-ofi-nccl version (None: not recorded); `why` says so in a clause."""
+
+    path: str
+    plugin: str | None
+    why: str
+
+
+def efa_gpudirect(
+    installer: str,
+    device_ids: frozenset[int],
+    flavour: str | None,
+    kernel: tuple[int, int] | None,
+    cat: FabricCatalog | None = None,
+) -> EfaGpudirect:
+    """What really runs for EFA installer `installer` on a host with EFA functions of
+    `device_ids`, the driver's module `flavour` and `kernel` (issue 47 item 8): the bundled
+    aws-ofi-nccl's DMA-BUF rule for these devices, then its floors (Linux >= 5.12, the open
+    modules); else GPU memory by address through the efa module's P2P path."""
+    cat = cat or default_fabric()
+    plugin = cat.bundled_plugin.get(installer)
+    if plugin is None:
+        known = ", ".join(f"{i} -> {p}" for i, p in cat.bundled_plugin.items())
+        return EfaGpudirect(
+            "unknown",
+            None,
+            f"the aws-ofi-nccl that EFA installer {installer} bundles is not recorded "
+            f"(recorded: {known}), so whether it uses DMA-BUF is unknown",
+        )
+    ids = ", ".join(f"{i:#06x}" for i in sorted(device_ids)) or "no EFA function"
+    p2p = (
+        "efa_nv_peermem, else nvidia.ko's nvidia_p2p_*"
+        if flavour == cat.dmabuf_flavour
+        else "nvidia.ko's nvidia_p2p_* (efa_nv_peermem loads with the open modules only)"
+    )
+    by_address = f"GPU memory registered by address and pinned by the efa module through {p2p}"
+    plugin_is = f"aws-ofi-nccl {plugin} (EFA installer {installer})"
+    key = version_key(plugin)
+    rules = [r for r in cat.plugin_dmabuf if r.since <= key]
+    rule = rules[-1] if rules else None
+    later = [r for r in cat.plugin_dmabuf if r.since > key and r.dmabuf and not r.except_ids]
+    again = f"; DMA-BUF from aws-ofi-nccl {'.'.join(map(str, later[0].since))}" if later else ""
+    if rule is None or not rule.dmabuf:
+        why = rule.why if rule else "has no DMA-BUF rule"
+        return EfaGpudirect("peermem", plugin, f"{plugin_is} {why}{again}: {by_address}")
+    spared = device_ids & rule.except_ids
+    if spared:
+        return EfaGpudirect(
+            "peermem", plugin, f"{plugin_is} {rule.why}, here {ids}{again}: {by_address}"
+        )
+    floor = ".".join(map(str, cat.dmabuf_min_kernel))
+    floors = f"the plugin's floors: Linux >= {floor} and the open kernel modules"
+    if flavour != cat.dmabuf_flavour or kernel is None or kernel < cat.dmabuf_min_kernel:
+        lacking = (
+            f"the {flavour} kernel modules"
+            if flavour and flavour != cat.dmabuf_flavour
+            else "no known driver flavour"
+            if not flavour
+            else f"Linux {'.'.join(map(str, kernel)) if kernel else 'unknown'}"
+        )
+        return EfaGpudirect(
+            "peermem",
+            plugin,
+            f"{plugin_is} uses DMA-BUF on {ids}, but not with {lacking} ({floors}): {by_address}",
+        )
+    return EfaGpudirect(
+        "dmabuf",
+        plugin,
+        f"{plugin_is} on {ids}, the open kernel modules on Linux {kernel[0]}.{kernel[1]} "
+        f"({floors})",
+    )

@@ -348,6 +348,8 @@ class HostFacts:
     upgrade: UpgradeState | None = None  # a driver upgrade recorded on the host, if any
     # issue 48: what a stopped run left to recover (parsers/recovery.py), one cause a line
     recovery: tuple[str, ...] = ()
+    # issue 47: reboots a role recorded against this boot (parsers/reboot.py), one cause a line
+    reboot_pending: tuple[str, ...] = ()
     arch: str = ""  # `uname -m`: "x86_64", "aarch64"; "" when unknown
     kernels: KernelState | None = None  # installed kernels and modules; None: not probed
     fabric: FabricFacts | None = None  # RDMA devices and their stack; None: not probed

@@ -24,7 +24,7 @@ import difflib
 import functools
 import textwrap
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,7 @@ _EXPECTED = {
 class KnobTable:
     knobs: Mapping[str, Knob]  # every known variable, as its owner reads it
     policy: Mapping[str, Knob]  # role inputs as the planner reads them (its default, choices)
+    renamed: Mapping[str, str] = field(default_factory=dict)  # a retired knob -> its successor
 
     def __getitem__(self, name: str) -> Knob:
         return self.knobs[name]
@@ -109,6 +110,8 @@ class KnobTable:
         return name.lower().startswith(GUARDED_PREFIXES)
 
     def closest(self, name: str) -> str | None:
+        if name in self.renamed:
+            return self.renamed[name]
         if name.lower() in self.knobs:
             return name.lower()
         found = difflib.get_close_matches(name.lower(), list(self.knobs), n=1, cutoff=0.6)
@@ -271,7 +274,11 @@ def load_table(data: Path = DATA, roles_dir: Path = ROLES_DIR) -> KnobTable:
     for name, knob in knobs.items():
         if knob.owner == "gpuprov":
             policy[name] = knob
-    return KnobTable(knobs, policy)
+    renamed = {str(k): str(v) for k, v in (doc.get("renamed") or {}).items()}
+    for old, new in renamed.items():
+        if old in knobs or new not in knobs:
+            raise CatalogError(f"{data}: renamed {old} -> {new}: {old} must be gone, {new} known")
+    return KnobTable(knobs, policy, renamed)
 
 
 @functools.cache

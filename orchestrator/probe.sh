@@ -556,6 +556,16 @@ recovery() {
     return 0
 }
 [ -n "$(recovery)" ] && cap recovery.txt recovery
+# Reboots a role recorded against the boot it ran in (parsers/reboot.py; roles/infiniband:
+# DOCA-OFED's ib_core is active only after one): this boot's id and each record's first line.
+reboot_pending() {
+    records=$(for f in /var/lib/gpuprov/reboot-required-*; do
+        [ -f "$f" ] && printf 'record %s %s\n' "${f##*/}" "$(head -n 1 "$f")"
+    done)
+    [ -n "$records" ] && printf 'boot_id %s\n%s\n' "$(cat /proc/sys/kernel/random/boot_id)" "$records"
+    return 0
+}
+[ -n "$(reboot_pending)" ] && cap reboot-pending.txt reboot_pending
 for r in "$CONVERGED"/*.json; do
     [ -f "$r" ] || continue
     role=${r##*/}

@@ -35,6 +35,8 @@ Issue 48: facts that no machine can have are blockers naming the capture they co
   (a warning: a newer probe may list more).
 - What a stopped run left (recovery.txt: dpkg's journal, a restart a role owes): a warning
   `needs_recovery: <cause>` in the plan (text and JSON), saying what the next apply does.
+- A reboot a role recorded against this boot (reboot-pending.txt; issue 47: DOCA-OFED): a
+  warning `reboot_required: <cause>`; gpuprov does not reboot for it.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ def check_captures(
     _nvlink5_board_count(facts, catalog, blockers)
     _unread_fabric_lines(facts, warnings)
     _needs_recovery(facts, warnings)
+    _reboot_pending(facts, warnings)
 
 
 def _gpu_counts(
@@ -205,4 +208,14 @@ def _needs_recovery(facts: HostFacts, warnings: MutableSequence[str]) -> None:
             f"needs_recovery: {cause}; the next `provision apply` recovers it under the run "
             "lock before the roles (dpkg: `dpkg --configure -a`; a pending restart: the role "
             "restarts the service)"
+        )
+
+
+def _reboot_pending(facts: HostFacts, warnings: MutableSequence[str]) -> None:
+    """A reboot a role recorded against this boot (parsers/reboot.py): said in the plan, with
+    what to do; no role reboots for it."""
+    for cause in facts.reboot_pending:
+        warnings.append(
+            f"reboot_required: {cause}; gpuprov does not reboot for it: reboot the host, then "
+            "run again"
         )

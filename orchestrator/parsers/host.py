@@ -33,6 +33,7 @@ from ..parsers.nvlink import NvLinkGpu, parse_nvlink_status
 from ..parsers.os_release import parse_os_release
 from ..parsers.packages import Packages, parse_dpkg_query, parse_rpm_query
 from ..parsers.proc_modules import parse_proc_modules
+from ..parsers.reboot import parse_reboot_pending
 from ..parsers.recovery import parse_recovery
 from ..parsers.runtime import (
     parse_cdi_specs,
@@ -203,6 +204,7 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
     upgrade = c.parse(names.UPGRADE_STATE, _upgrade_state, None)  # before errors is read
     no_causes: tuple[str, ...] = ()
     recovery = c.parse(names.RECOVERY, parse_recovery, no_causes)
+    reboot_pending = c.parse(names.REBOOT_PENDING, parse_reboot_pending, no_causes)
     no_ports: tuple[InfinibandDevice, ...] = ()
     infiniband = c.parse(names.INFINIBAND_VPD, parse_infiniband_vpd, no_ports)
     pci_vpd = c.parse(names.PCI_VPD, parse_pci_vpd, None)
@@ -232,6 +234,7 @@ def parse_host(host: str, raw: Mapping[str, str]) -> HostFacts:
         uptime_s=c.parse(names.PROC_UPTIME, _uptime, None),
         upgrade=upgrade,
         recovery=recovery,
+        reboot_pending=reboot_pending,
         arch=_arch(raw),
         kernels=kernels,
         fabric=fabric,

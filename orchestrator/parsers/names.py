@@ -40,6 +40,7 @@ NVIDIA_CTK_VERSION = "nvidia-ctk-version.txt"
 GPUSIM = "gpusim.txt"
 PROC_UPTIME = "proc-uptime.txt"
 UPGRADE_STATE = "gpuprov-upgrade.txt"  # roles/driver_upgrade's state file (JSON)
+REBOOT_PENDING = "reboot-pending.txt"  # reboots a role recorded against this boot (issue 47)
 RECOVERY = "recovery.txt"  # what a stopped run left: dpkg's journal, restarts a role owes
 INFINIBAND_VPD = "infiniband-vpd.txt"  # SW_MNG marks of /sys/class/infiniband/*/device/vpd
 PCI_VPD = "pci-vpd.txt"  # SW_MNG marks of the Mellanox PCI functions' vpd (any driver bound)
@@ -59,6 +60,7 @@ PROBE_FILES: tuple[str, ...] = (
     PROC_UPTIME,
     UPGRADE_STATE,
     RECOVERY,
+    REBOOT_PENDING,
     SECURE_BOOT,
     SYSFS_PCI,
     PROC_DRIVER_VERSION,

@@ -47,9 +47,10 @@ _PROBE_LINE = re.compile(
 
 
 def _speed(text: str) -> float | None:
-    # "32.0 GT/s PCIe", "8 GT/s", "Unknown" / "" (VM bridges)
+    # "32.0 GT/s PCIe", "8 GT/s", "Unknown" / "" (VM bridges); blank: none
+    words = text.split()
     try:
-        return float(text.split()[0]) if text else None
+        return float(words[0]) if words else None
     except ValueError:
         return None
 

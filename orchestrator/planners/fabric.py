@@ -1,5 +1,6 @@
-"""The fabric planners (issue 30): the efa role on hosts with EFA devices, with GPUDirect RDMA
-by DMA-BUF where the driver and kernel allow it, else by peermem; the infiniband role on
+"""The fabric planners (issue 30): the efa role on hosts with EFA devices, saying how GPUDirect
+RDMA will run there (the bundled aws-ofi-nccl's choice per EFA device id, issue 47 item 8: the
+installer's -g has not chosen it since 1.14.0); the infiniband role on
 InfiniBand hosts (the distribution's rdma-core or DOCA-OFED); nothing on hosts without such
 NICs. Both join a host's plan where their NICs are (roles.yaml: `joins: detected`), unless the
 inventory's gpuprov_roles leaves them out. What the roles' preflight refuses (an installer
@@ -16,6 +17,7 @@ from ..fabric import (
     default_fabric,
     efa_devices,
     efa_functions,
+    efa_gpudirect,
     ib_functions,
     ib_hcas,
     kernel_version,
@@ -64,14 +66,40 @@ def _dmabuf(facts: HostFacts, planned: str | None, cat: FabricCatalog) -> tuple[
     return False, f"{why}: DMA-BUF not available"
 
 
+# How each EFA GPUDirect path reads in a plan's reason.
+EFA_PATHS = {
+    "dmabuf": "GPUDirect RDMA by DMA-BUF",
+    "peermem": "GPUDirect RDMA by peer memory, not DMA-BUF",
+    "unknown": "GPUDirect RDMA path unknown",
+}
+
+
 def gpudirect(
     facts: HostFacts, policy: Policy, driver: str | None, cat: FabricCatalog
-) -> tuple[str, str]:
-    """EFA: (dmabuf | peermem | none, why); `driver`: the planned driver's flavour."""
-    if policy["efa_gpudirect"] != "auto":
-        return policy["efa_gpudirect"], "efa_gpudirect set in the inventory"
-    ok, why = _dmabuf(facts, driver, cat)
-    return ("dmabuf", why) if ok else ("peermem", f"{why}, so the installer's efa-nv-peermem (-g)")
+) -> tuple[str, str, str | None]:
+    """EFA: (what the plan says of GPUDirect, a blocker or None). What runs is the bundled
+    aws-ofi-nccl's choice for the host's EFA device ids, the planned driver's flavour
+    (`driver`; None: the loaded one's) and the kernel; gpuprov_fabric_efa_gpudirect (auto |
+    dmabuf | peermem) states what the fleet expects, and a host where the plan shows otherwise is
+    blocked: nothing gpuprov installs changes it."""
+    version = policy["efa_installer_version"]
+    loaded = facts.loaded_driver.flavour if facts.loaded_driver else ""
+    ids = frozenset(d.device_id for d in efa_functions(facts, cat))
+    runs = efa_gpudirect(version, ids, driver or loaded, kernel_version(facts.kernel), cat)
+    said = f"{EFA_PATHS[runs.path]}: {runs.why}"
+    wanted = policy["gpuprov_fabric_efa_gpudirect"]
+    if wanted == "auto" or wanted == runs.path:
+        return runs.path, said, None
+    return (
+        runs.path,
+        said,
+        f"gpuprov_fabric_efa_gpudirect={wanted}, but {said} (the EFA installer's -g has not "
+        f"chosen GPUDirect since {cat.gdr_default_since}; aws-ofi-nccl chooses per EFA "
+        "device); fix: gpuprov_fabric_efa_gpudirect=auto, or an efa_installer_version whose "
+        "aws-ofi-nccl does that here (DMA-BUF on EFA device ids 0xefa0-0xefa2 from "
+        "aws-ofi-nccl 1.19.2; EFA installer 1.50.0 bundles 1.21.1), with its "
+        "efa_installer_sha256",
+    )
 
 
 def ib_gpudirect(
@@ -125,7 +153,9 @@ def plan_efa(ctx: HostContext, cat: FabricCatalog | None = None) -> RolePlan | N
         warnings.append(unsupported)
         return None
     flavour = ctx.planned_var("nvidia_driver", "nvidia_driver_flavour")
-    mode, why = gpudirect(facts, policy, flavour, cat)
+    _, gd, blocker = gpudirect(facts, policy, flavour, cat)
+    if blocker:
+        ctx.notes.blockers.append(blocker)
     version = policy["efa_installer_version"]
     installed = facts.fabric.efa_installer if facts.fabric else None
     action = (
@@ -142,9 +172,7 @@ def plan_efa(ctx: HostContext, cat: FabricCatalog | None = None) -> RolePlan | N
             f"role pins {', '.join(pins)}); fix: set efa_installer_version to one of those, or "
             "efa_installer_sha256 to the tarball's sha256 from a source you trust"
         )
-    gd = "GPUDirect RDMA off" if mode == "none" else f"GPUDirect RDMA by {mode}: {why}"
-    plan = {"efa_installer_version": version, "efa_gpudirect": mode}
-    return RolePlan("efa", plan, f"{found}: {action}; {gd}")
+    return RolePlan("efa", {"efa_installer_version": version}, f"{found}: {action}; {gd}")
 
 
 def plan_infiniband(ctx: HostContext, cat: FabricCatalog | None = None) -> RolePlan | None:

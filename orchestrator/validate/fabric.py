@@ -25,6 +25,7 @@ from ..fabric import (
     default_fabric,
     efa_devices,
     efa_functions,
+    efa_gpudirect,
     ib_functions,
     ib_hcas,
     kernel_version,
@@ -45,6 +46,7 @@ CHECK_NAMES = frozenset(
         "ib_link",
         "memlock",
         "gpudirect",
+        "ib_reboot",
     }
 )
 _INDEX = re.compile(r"(\d+)$")
@@ -321,6 +323,8 @@ def check_gpudirect(f: FabricInput) -> list[CheckResult]:
     fabric = f.facts.fabric
     if fabric is None or not (f.efa or f.ib):
         return []
+    if f.efa and not f.ib:
+        return [efa_gpudirect_result(f)]
     if fabric.peermem:
         return [CheckResult("gpudirect", "pass", "peermem", None, "")]
     driver = f.facts.loaded_driver
@@ -345,8 +349,50 @@ def check_gpudirect(f: FabricInput) -> list[CheckResult]:
             "",
             f"{f.host}: no GPUDirect RDMA path: no peer-memory module (nvidia_peermem or "
             f"efa-nv-peermem) and no DMA-BUF ({driver.flavour} modules, Linux {f.facts.kernel}; "
-            f"DMA-BUF wants the open modules and Linux >= {floor}, a lead); fix: plan "
-            "efa_gpudirect=peermem, or the open kernel modules",
+            f"DMA-BUF wants the open modules and Linux >= {floor}, a lead); fix: "
+            "infiniband_stack=doca with infiniband_gpudirect=peermem, or the open kernel modules",
+        )
+    ]
+
+
+def efa_gpudirect_result(f: FabricInput) -> CheckResult:
+    """EFA (issue 47 item 8): the path the installed aws-ofi-nccl takes on these EFA devices
+    with the loaded driver and this kernel, as the value. EFA never needs nvidia_peermem: the
+    efa module pins GPU memory itself (efa_nv_peermem or nvidia.ko's P2P API), so there is
+    no missing path to fail on; an unrecorded plugin is a skip that says so."""
+    fabric, driver = f.facts.fabric, f.facts.loaded_driver
+    if driver is None:
+        return skipped(
+            "gpudirect",
+            f"{f.host}: no NVIDIA driver loaded: GPUDirect RDMA needs it (see gpu_count)",
+        )
+    installer = fabric.efa_installer if fabric else None
+    if not installer:
+        return skipped(
+            "gpudirect", f"{f.host}: no EFA installer manifest, so no aws-ofi-nccl to ask"
+        )
+    ids = frozenset(d.device_id for d in efa_functions(f.facts, f.catalog))
+    runs = efa_gpudirect(installer, ids, driver.flavour, kernel_version(f.facts.kernel), f.catalog)
+    if runs.path == "unknown":
+        return skipped("gpudirect", f"{f.host}: {runs.why}")
+    return CheckResult("gpudirect", "pass", runs.path, None, "")
+
+
+def check_ib_reboot(f: FabricInput) -> list[CheckResult]:
+    """InfiniBand hosts with a reboot a role recorded against this boot (issue 47 item 5:
+    DOCA-OFED's ib_core, and nvidia-peermem built against it, are active only after one):
+    the stack validated now is not the one the next boot runs. No result without a record."""
+    if not (f.ib or ib_functions(f.facts, f.catalog)) or not f.facts.reboot_pending:
+        return []
+    return [
+        CheckResult(
+            "ib_reboot",
+            "fail",
+            None,
+            None,
+            "",
+            f"{f.host}: reboot required: {'; '.join(f.facts.reboot_pending)}; fix: reboot the "
+            "host (gpuprov does not), then validate again",
         )
     ]
 
@@ -363,6 +409,7 @@ CHECKS: tuple[FabricCheck, ...] = (
     check_ib_link,
     check_memlock,
     check_gpudirect,
+    check_ib_reboot,
 )
 
 

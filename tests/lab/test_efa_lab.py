@@ -127,7 +127,10 @@ def test_converges_then_changes_nothing(lab: RunningLab, converged: tuple[Run, R
     assert second.returncode == 0, second.output[-3000:]
     assert set(second.changed().values()) == {0}, second.output[-3000:]
     for host in lab.hosts:
-        assert "EFA installer version: 1.41.0" in sh(lab, host, f"cat {MANIFEST}")
+        manifest = sh(lab, host, f"cat {MANIFEST}")
+        assert "EFA installer version: 1.41.0" in manifest
+        # without -g, as EKS runs it: efa-nv-peermem comes all the same (issue 47 item 8)
+        assert "efa-nv-peermem" in manifest, manifest
         status = sh(lab, host, "dkms status -m efa")
         assert "efa/2.15.0" in status and ": installed" in status, status
         assert "memlock    unlimited" in sh(lab, host, "cat /etc/security/limits.d/01_efa.conf")
@@ -180,6 +183,10 @@ def test_fabric_health_passes_then_names_each_fault(
         assert [c for c in checks if c["status"] == "fail"] == [], checks
         devices = next(c for c in checks if c["name"] == "efa_devices")
         assert (devices["value"], devices["limit"]) == (32, 32)
+        # this lab runs no driver role: GPUDirect is not judged here (the plan says it, below)
+        gpudirect = next(c for c in checks if c["name"] == "gpudirect")
+        assert gpudirect["status"] == "skip", gpudirect
+        assert "no NVIDIA driver loaded" in gpudirect["diagnosis"], gpudirect
     one, two = lab.hosts
     sh(lab, one, "gpusim efa missing on --device 31 && gpusim efa rate on --device 7")
     sh(lab, two, f"mv {PLUGIN_DIR} /root/ofi-nccl.saved")  # every plugin library gone
@@ -201,6 +208,22 @@ def test_fabric_health_passes_then_names_each_fault(
     # the faults are gone again: the same lab passes
     again = validate(lab, tmp_path / "again")
     assert all(c["status"] != "fail" for cs in again.values() for c in cs), again
+
+
+def test_the_plan_says_gpudirect_is_not_dmabuf_on_these_devices(
+    lab: RunningLab, converged: tuple[Run, Run]
+) -> None:
+    """Issue 47 item 8, with the real probe over SSH: installer 1.41.0 bundles aws-ofi-nccl
+    1.14.2, which keeps DMA-BUF off on the simulated 0xefa1 devices whatever the driver."""
+    argv = [str(BIN / "provision"), "plan", "-i", str(lab.inventory), "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    said = (
+        "GPUDirect RDMA by peer memory, not DMA-BUF: aws-ofi-nccl 1.14.2 (EFA installer "
+        "1.41.0) turns DMA-BUF off on EFA device ids 0xefa0-0xefa2 (EFA generations 1-3), "
+        "here 0xefa1"
+    )
+    assert done.stdout.count(said) == len(lab.hosts), done.stdout[-3000:]
 
 
 def test_the_double_is_labelled(lab: RunningLab, converged: tuple[Run, Run]) -> None:

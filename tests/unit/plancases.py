@@ -109,7 +109,7 @@ POLICIES: Mapping[str, Mapping[str, Any]] = {
         "gpuprov_cuda_version": "12.8",
         "gpuprov_validation_runtime": "host",
     },
-    "fabric": {"efa_gpudirect": "peermem", "infiniband_gpudirect": "dmabuf"},
+    "fabric": {"gpuprov_fabric_efa_gpudirect": "peermem", "infiniband_gpudirect": "dmabuf"},
     "imex": {"nvidia_driver_imex_nodes": ["10.0.0.1", "10.0.0.2"]},
 }
 

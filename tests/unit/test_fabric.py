@@ -86,6 +86,7 @@ def fi_info(count: int = 32, missing: tuple[int, ...] = ()) -> str:
 def host(
     *,
     efa: int = 0,
+    device: int = 0xEFA1,
     rdma: str | None = None,
     fi: str | None = None,
     os_release: str | None = None,
@@ -94,7 +95,7 @@ def host(
     raw = {p.name: p.read_text() for p in REAL.iterdir() if p.is_file()}
     if efa:
         pci = [ln for ln in raw["sysfs-pci-devices.txt"].splitlines() if not ln.startswith("#")]
-        raw["sysfs-pci-devices.txt"] = "\n".join(pci + efa_pci(efa)) + "\n# exit=0\n"
+        raw["sysfs-pci-devices.txt"] = "\n".join(pci + efa_pci(efa, device)) + "\n# exit=0\n"
     if rdma is not None:
         raw["rdma.txt"] = rdma
     if fi is not None:
@@ -190,40 +191,122 @@ def plan_of(facts: HostFacts, **knobs: object) -> tuple[dict[str, str], tuple[st
     return {r.name: r.reason for r in p.roles}, p.warnings
 
 
-def test_efa_joins_the_plan_on_an_efa_host_with_dmabuf_on_open_modules() -> None:
+# Sha256 of an installer the role does not pin: the plan blocks without one (tested below it is
+# not the subject), so these cases give one.
+SHA = "0" * 64
+
+
+def test_efa_joins_the_plan_and_says_gpudirect_is_not_dmabuf_on_efa1_with_installer_1_41() -> None:
+    """Issue 47 item 8: the installer the role pins (1.41.0) bundles aws-ofi-nccl 1.14.2, which
+    turns DMA-BUF off on EFA device ids 0xefa0-0xefa2, open modules or not."""
     facts = host(efa=32, rdma=efa_rdma(installer=None))
+    assert facts.loaded_driver is not None and facts.loaded_driver.flavour == "open"
     reasons, _ = plan_of(facts)
     assert "efa" in reasons and list(reasons)[-1] == "efa"
     reason = reasons["efa"]
     assert reason.startswith("32 EFA devices on the PCI bus (1d0f:efa1): install the EFA")
-    assert "GPUDirect RDMA by dmabuf" in reason and "a lead" in reason
+    assert (
+        "GPUDirect RDMA by peer memory, not DMA-BUF: aws-ofi-nccl 1.14.2 (EFA installer 1.41.0)"
+        in reason
+    )
+    assert "here 0xefa1; DMA-BUF from aws-ofi-nccl 1.19.2" in reason
+    assert "pinned by the efa module through efa_nv_peermem" in reason
+    assert "dmabuf" not in reason and "-g" not in reason
     plan = plan_host(facts, load_policy("n1", {}), default_catalog())
-    assert plan.role_vars()["efa_gpudirect"] == "dmabuf"
-    assert plan.role_vars()["efa_installer_version"] == "1.41.0"
+    # nothing in the role chooses GPUDirect: it gets the installer version only
+    assert next(r for r in plan.roles if r.name == "efa").vars == {
+        "efa_installer_version": "1.41.0"
+    }
 
 
-def test_peermem_where_dmabuf_is_not_possible() -> None:
+def test_efa_gpudirect_by_dmabuf_where_the_bundled_plugin_uses_it() -> None:
+    facts = host(efa=32, rdma=efa_rdma(installer=None))
+    newer = {"efa_installer_version": "1.50.0", "efa_installer_sha256": SHA}
+    reasons, _ = plan_of(facts, **newer)
+    assert (
+        "GPUDirect RDMA by DMA-BUF: aws-ofi-nccl 1.21.1 (EFA installer 1.50.0) on 0xefa1, "
+        "the open kernel modules on Linux 6.18" in reasons["efa"]
+    )
+    # a later EFA generation keeps DMA-BUF with 1.14.2 already
+    efa3 = host(efa=16, device=0xEFA3, rdma=efa_rdma(16, installer=None))
+    reasons, _ = plan_of(efa3)
+    assert (
+        "GPUDirect RDMA by DMA-BUF: aws-ofi-nccl 1.14.2 (EFA installer 1.41.0) on 0xefa3"
+        in reasons["efa"]
+    )
+
+
+def test_efa_peer_memory_where_the_plugin_would_use_dmabuf_but_the_driver_or_kernel_cannot() -> (
+    None
+):
     facts = host(efa=32, rdma=efa_rdma())
     proprietary = dataclasses.replace(
         facts, loaded_driver=LoadedDriver("580.159.04", "proprietary", "")
     )
-    policy = load_policy("n1", {"nvidia_driver_flavour": "proprietary"})
-    plan = plan_host(proprietary, policy, default_catalog())
-    efa = next(r for r in plan.roles if r.name == "efa")
-    assert efa.vars["efa_gpudirect"] == "peermem"
-    assert "efa-nv-peermem (-g)" in efa.reason
+    knobs = {
+        "nvidia_driver_flavour": "proprietary",
+        "efa_installer_version": "1.50.0",
+        "efa_installer_sha256": SHA,
+    }
+    reasons, _ = plan_of(proprietary, **knobs)
+    assert (
+        "GPUDirect RDMA by peer memory, not DMA-BUF: aws-ofi-nccl 1.21.1 (EFA installer "
+        "1.50.0) uses DMA-BUF on 0xefa1, but not with the proprietary kernel modules"
+        in reasons["efa"]
+    )
+    assert (
+        "nvidia.ko's nvidia_p2p_* (efa_nv_peermem loads with the open modules only)"
+        in reasons["efa"]
+    )
     old_kernel = dataclasses.replace(facts, kernel="5.10.0-30-amd64")
-    plan = plan_host(old_kernel, load_policy("n1", {}), default_catalog())
-    assert next(r for r in plan.roles if r.name == "efa").vars["efa_gpudirect"] == "peermem"
+    reasons, _ = plan_of(old_kernel, efa_installer_version="1.50.0", efa_installer_sha256=SHA)
+    assert "but not with Linux 5.10 (the plugin's floors: Linux >= 5.12" in reasons["efa"]
+
+
+def test_efa_gpudirect_unknown_where_the_installers_plugin_is_not_recorded() -> None:
+    facts = host(efa=32, rdma=efa_rdma(installer=None))
+    reasons, _ = plan_of(facts, efa_installer_version="1.36.0")
+    assert (
+        "GPUDirect RDMA path unknown: the aws-ofi-nccl that EFA installer 1.36.0 bundles "
+        "is not recorded" in reasons["efa"]
+    )
+
+
+def test_the_fleets_expected_gpudirect_blocks_a_host_that_will_not_run_it() -> None:
+    facts = host(efa=32, rdma=efa_rdma(installer=None))
+    plan = plan_host(
+        facts, load_policy("n1", {"gpuprov_fabric_efa_gpudirect": "dmabuf"}), default_catalog()
+    )
+    (blocker,) = plan.blockers
+    assert blocker.startswith(
+        "gpuprov_fabric_efa_gpudirect=dmabuf, but GPUDirect RDMA by peer memory"
+    )
+    assert "the EFA installer's -g has not chosen GPUDirect since 1.14.0" in blocker
+    assert "EFA installer 1.50.0 bundles 1.21.1" in blocker
+    plan = plan_host(
+        facts, load_policy("n1", {"gpuprov_fabric_efa_gpudirect": "peermem"}), default_catalog()
+    )
+    assert plan.blockers == ()
+    unknown = {"gpuprov_fabric_efa_gpudirect": "peermem", "efa_installer_version": "1.36.0"}
+    plan = plan_host(facts, load_policy("n1", unknown), default_catalog())
+    assert [b for b in plan.blockers if "path unknown" in b]
+
+
+def test_efa_gpudirect_is_retired_for_the_fleet_knob() -> None:
+    from orchestrator.errors import PolicyError
+
+    with pytest.raises(
+        PolicyError, match=r"efa_gpudirect .* did you mean gpuprov_fabric_efa_gpudirect"
+    ):
+        load_policy("n1", {"efa_gpudirect": "peermem"})
 
 
 def test_an_installed_version_is_checked_not_reinstalled_and_the_inventory_wins() -> None:
     facts = host(efa=32, rdma=efa_rdma(installer="1.41.0"))
     reasons, _ = plan_of(facts)
     assert "EFA installer 1.41.0 present: the role checks it" in reasons["efa"]
-    reasons, _ = plan_of(facts, efa_installer_version="1.36.0", efa_gpudirect="none")
+    reasons, _ = plan_of(facts, efa_installer_version="1.36.0")
     assert "EFA installer 1.41.0 -> 1.36.0" in reasons["efa"]
-    assert "GPUDirect RDMA off" in reasons["efa"]
 
 
 def test_nothing_on_hosts_without_such_nics() -> None:
@@ -285,8 +368,10 @@ def test_fabric_knobs_are_bad_input_when_wrong() -> None:
 
     with pytest.raises(PolicyError, match="gpuprov_fabric_expected_devices"):
         load_policy("n1", {"gpuprov_fabric_expected_devices": -1})
-    with pytest.raises(PolicyError, match="efa_gpudirect"):
-        load_policy("n1", {"efa_gpudirect": "rdma"})
+    with pytest.raises(PolicyError, match="gpuprov_fabric_efa_gpudirect"):
+        load_policy("n1", {"gpuprov_fabric_efa_gpudirect": "rdma"})
+    with pytest.raises(PolicyError, match="gpuprov_fabric_efa_gpudirect"):
+        load_policy("n1", {"gpuprov_fabric_efa_gpudirect": "none"})  # -g never turned it off
 
 
 # --- fabric health -------------------------------------------------------------------------
@@ -367,14 +452,23 @@ def test_no_fabric_checks_on_hosts_without_such_nics() -> None:
     assert health(host()) == []
 
 
-def test_gpudirect_needs_a_path() -> None:
+def test_efa_gpudirect_health_reports_what_the_installed_plugin_does() -> None:
+    """Issue 47 item 8: on a p5-shaped host (0xefa1) with installer 1.41.0 the value is peer
+    memory, not DMA-BUF, open modules or not; the proprietary modules are no failure on EFA
+    (the efa module pins GPU memory through nvidia.ko's P2P API, no nvidia_peermem)."""
     facts = healthy_p5()
     assert facts.loaded_driver is not None and facts.loaded_driver.flavour == "open"
     (gd,) = [r for r in health(facts) if r.name == "gpudirect"]
-    assert (gd.status, gd.value) == ("pass", "dmabuf")
+    assert (gd.status, gd.value) == ("pass", "peermem")
     prop = dataclasses.replace(facts, loaded_driver=LoadedDriver("580.159.04", "proprietary", ""))
     (gd,) = [r for r in health(prop) if r.name == "gpudirect"]
-    assert gd.status == "fail" and gd.diagnosis.startswith("n1: no GPUDirect RDMA path")
+    assert (gd.status, gd.value) == ("pass", "peermem")
+    newer = healthy_p5(installer="1.50.0")
+    (gd,) = [r for r in health(newer) if r.name == "gpudirect"]
+    assert (gd.status, gd.value) == ("pass", "dmabuf")
+    unknown = healthy_p5(installer="1.36.0")
+    (gd,) = [r for r in health(unknown) if r.name == "gpudirect"]
+    assert gd.status == "skip" and "EFA installer 1.36.0 bundles is not recorded" in gd.diagnosis
     (gd,) = [
         r for r in health(dataclasses.replace(facts, loaded_driver=None)) if r.name == "gpudirect"
     ]

@@ -238,3 +238,15 @@ def test_outputs_of_a_failed_nvidia_smi_parse_to_nothing() -> None:
     assert parse_nvlink_status(failing) == () and parse_nvlink_errors(failing) == ()
     assert parse_smi_list(failing) == ()
     assert parse_smi_q(failing).gpus == ()
+
+
+def test_a_blank_link_speed_is_no_speed() -> None:
+    """A quoted link speed of blanks (the property test's cut capture with a space put into
+    `current_link_speed=""`) is unknown, not an IndexError."""
+    line = (
+        "0000:00:01.0 vendor=0x1af4 device=0x1042 class=0x010000 subsystem_vendor=0x1af4 "
+        'subsystem_device=0x1042 current_link_speed=" " current_link_width= '
+        'max_link_speed=" " max_link_width= numa_node=-1 driver=virtio-pci\n# exit=0\n'
+    )
+    (device,) = parse_sysfs_pci(line)
+    assert device.link.current_speed_gts is None and device.link.max_speed_gts is None

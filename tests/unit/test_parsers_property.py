@@ -31,6 +31,7 @@ from orchestrator.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
 from orchestrator.parsers.os_release import parse_os_release
 from orchestrator.parsers.packages import parse_dpkg_query, parse_rpm_query
 from orchestrator.parsers.proc_modules import parse_proc_modules
+from orchestrator.parsers.reboot import parse_reboot_pending
 from orchestrator.parsers.recovery import parse_recovery
 from orchestrator.parsers.runtime import (
     parse_cdi_specs,
@@ -75,6 +76,7 @@ PARSERS: dict[str, tuple[Callable[[str], Any], str | None]] = {
     # no real capture of these (tests/unit/data/fabric-shaped/ is shaped, not recorded)
     "parse_rdma": (parse_rdma, None),
     "parse_recovery": (parse_recovery, None),
+    "parse_reboot_pending": (parse_reboot_pending, None),
     "parse_fi_info": (parse_fi_info, None),
     "parse_ibstatus": (parse_ibstatus, None),
     # dcgmi diag -j: JSON shapes from NVIDIA/DCGM's source (tests/recorded/reference/dcgm.yaml)

@@ -6,11 +6,11 @@
 # layout), the limits file unless --skip-limit-conf, and the manifest @MANIFEST@ with its
 # "@MANIFEST_LINE@<version>" line. Options as efa.installer.flags names them.
 set -eu
-yes=0 gdr=0 skip_kmod=0 skip_limits=0 no_verify=0 minimal=0
+yes=0 skip_kmod=0 skip_limits=0 no_verify=0 minimal=0
 for a in "$@"; do
     case $a in
     -y | --yes) yes=1 ;;
-    -g | --enable-gdr) gdr=1 ;;
+    -g | --enable-gdr) ;; # GDR is on by default since 1.14.0 (fabric.yaml efa.gpudirect)
     -k | --skip-kmod) skip_kmod=1 ;;
     --skip-limit-conf) skip_limits=1 ;;
     -n | --no-verify) no_verify=1 ;;
@@ -52,9 +52,8 @@ if [ "$minimal" = 0 ]; then
     done
     packages="$packages libnccl-ofi"
 fi
-if [ "$gdr" = 1 ]; then
-    packages="$packages efa-nv-peermem(simulated:no-module)"
-fi
+# with or without -g, as EKS's --minimal -y run gets it (fabric.yaml efa.gpudirect)
+packages="$packages efa-nv-peermem(simulated:no-module)"
 if [ "$skip_limits" = 0 ]; then
     printf '# EFA installer (gpuprov TEST DOUBLE)\n* soft memlock unlimited\n* hard memlock unlimited\n' \
         >@LIMITS@
