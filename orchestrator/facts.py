@@ -260,6 +260,14 @@ class UpgradeState:
         """An unfinished upgrade drained the host and has not undrained it."""
         return self.status in ("in_progress", "failed") and "drain" in self.done
 
+    @property
+    def drained_cause(self) -> str:
+        """Why the host is out of service, "" when it is not: detect's and plan's words."""
+        if not self.drained:
+            return ""
+        since = self.since or "an unknown time"
+        return f"drained by an unfinished upgrade to {self.target} since {since}"
+
 
 @dataclass(frozen=True)
 class RdmaPort:

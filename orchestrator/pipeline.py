@@ -521,6 +521,8 @@ def run_detect(opts: StageOptions) -> int:
     for host, facts in sorted(detected.facts.items()):  # what a stopped run left (issue 48)
         for cause in facts.recovery:
             console.print(f"{escape(host)}: needs_recovery: {escape(cause)}", highlight=False)
+        if facts.upgrade is not None and facts.upgrade.drained:
+            console.print(f"{escape(host)}: {escape(facts.upgrade.drained_cause)}", highlight=False)
     reports = rep.host_reports(fleet.hosts, facts=detected.facts, detect_errors=detected.errors)
     report = rep.RunReport("detect", reports, finished=dt.datetime.now(dt.UTC))
     written = _write_outputs(opts, report)

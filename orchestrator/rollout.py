@@ -78,10 +78,7 @@ def batch_size(
 
 
 def drained_message(state: UpgradeState) -> str:
-    return (
-        f"drained by an unfinished upgrade to {state.target} since "
-        f"{state.since or 'an unknown time'}"
-    )
+    return state.drained_cause
 
 
 def still_drained(result: ApplyResult, facts: Mapping[str, HostFacts]) -> ApplyResult:
