@@ -19,6 +19,8 @@ never converged (every run here is stopped early, or refused before any change).
 6. A host left mid-dpkg (dpkg's journal, issue 48): `plan` says needs_recovery, and an apply
    of only the playbook's always-tagged tasks runs `dpkg --configure -a` (76 s alone,
    2026-12-05).
+7. A drain hook stopped by its timeout, then the pin backed out (issue 48): the rerun runs the
+   undrain hook (24 s alone, 2026-12-06).
 
 Duration on the shared 2-core machine: about 5 min (2026-12-03: 5 passed in 296 s beside
 other lab runs; lab up ~10 s, then runs that are each stopped within ~2 min).
@@ -344,3 +346,79 @@ def test_a_host_left_mid_dpkg_is_planned_needs_recovery_and_the_next_apply_recov
         assert lab.ssh(first, f"test -e {LOCK}").returncode != 0  # the lock was given back
     finally:
         lab.ssh(first, f"rm -f {JOURNAL}")
+
+
+HOOKS = "/var/log/gpuprov-upgrade-hooks.log"  # what the drain and undrain hooks ran, in order
+
+
+def test_a_half_drained_host_whose_pin_is_backed_out_is_undrained(
+    lab: RunningLab, tmp_path: Path
+) -> None:
+    """Issue 48: an upgrade's drain hook stopped by its timeout (the host may be half drained),
+    then the pin backed out. The upgrade to 580.159.04 is taken up where its preflight left it
+    (the state file as record.yml writes it after the preflight: these hosts have no driver to
+    upgrade from), its drain hook hangs past driver_upgrade_hook_timeout: the host fails with
+    "may be half drained", and detect says so. The pin then goes to 575.57.08: the rerun runs
+    the undrain hook and finishes the record. Before, it did nothing and reported the host ok,
+    still (half) drained. Runs only the upgrade's tasks (`--tags driver_upgrade`)."""
+    first = lab.hosts[0]
+    policy = lab.inventory.parent / "host_vars" / f"{first}.yml"
+    policy.parent.mkdir(exist_ok=True)
+    hooks = {
+        "driver_upgrade_undrain_command": f'echo "undrain $(date +%s)" >> {HOOKS}',
+        "driver_upgrade_hook_timeout": 5,
+    }
+    hang = f'echo "drain $(date +%s)" >> {HOOKS}; sleep 120'
+    policy.write_text(
+        json.dumps(
+            {**hooks, "driver_upgrade_drain_command": hang, "nvidia_driver_version": "580.159.04"}
+        )
+    )
+    state = {
+        "target": "580.159.04 open",
+        "from": "575.57.08 open",
+        "done": ["preflight"],
+        "stopped_services": [],
+        "status": "in_progress",
+        "failed_step": "",
+        "history": [{"step": "preflight", "result": "done", "at": "2026-12-06T01:00:00Z"}],
+    }
+    _sh(lab, first, f"rm -rf {LOCK} {HOOKS}; mkdir -p /var/lib/gpuprov")
+    _sh(lab, first, f"echo '{json.dumps(state)}' > {STATE}")
+
+    def apply(report: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            _cmd(lab, tmp_path / report, "apply", "--limit", first, "--tags", "driver_upgrade"),
+            cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+
+    try:
+        timed_out = apply("drain.json")
+        said = timed_out.stdout + timed_out.stderr
+        assert timed_out.returncode == 1, said[-3000:]
+        assert "may be half drained" in said, said[-3000:]
+        left = json.loads(_sh(lab, first, f"cat {STATE}"))
+        assert left["status"] == "failed" and left["failed_step"] == "drain", left
+        detect = subprocess.run(
+            _cmd(lab, tmp_path / "detect.json", "detect", "--limit", first, "--json"),
+            cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        drained = json.loads(detect.stdout)["hosts"][first]["facts"]["drained"]
+        assert drained and drained.startswith("may be half drained"), drained
+        # the operator backs the pin out: the plan's driver is another one again
+        policy.write_text(
+            json.dumps({**hooks, "driver_upgrade_drain_command": f"echo drain >> {HOOKS}",
+                        "nvidia_driver_version": "575.57.08"})
+        )  # fmt: skip
+        backed_out = apply("backed-out.json")
+        said = backed_out.stdout + backed_out.stderr
+        assert backed_out.returncode == 0, said[-3000:]
+        ran = [ln.split()[0] for ln in _sh(lab, first, f"cat {HOOKS}").splitlines()]
+        assert ran == ["drain", "undrain"], f"hooks run: {ran}; not undrained:\n{said[-3000:]}"
+        done = json.loads(_sh(lab, first, f"cat {STATE}"))
+        assert done["status"] == "done" and done["done"][-1] == "undrain", done
+        assert done["history"][-1]["step"] == "undrain", done["history"]
+        assert any(h["step"] == "abandon" for h in done["history"]), done["history"]
+    finally:
+        policy.unlink(missing_ok=True)
+        lab.ssh(first, f"rm -f {STATE} {HOOKS}")
