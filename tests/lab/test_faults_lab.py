@@ -422,3 +422,65 @@ def test_a_half_drained_host_whose_pin_is_backed_out_is_undrained(
     finally:
         policy.unlink(missing_ok=True)
         lab.ssh(first, f"rm -f {STATE} {HOOKS}")
+
+
+CLAIM = "/var/lib/gpuprov/drain-claim.json"  # roles/driver_upgrade's drain claim
+
+
+def test_two_runs_with_different_limits_do_not_drain_past_the_budget(
+    lab: RunningLab, tmp_path: Path
+) -> None:
+    """Issue 48: two `provision apply --max-unavailable 1` at once, one `--limit` each host,
+    drained both (each counted only what it had detected, before either drained). Both hosts
+    carry an upgrade to 580.159.04 taken up at its drain (the state file after the preflight,
+    as in the half-drain case); the drain hook takes 15 s. At most one host is drained; the
+    other run is refused, by the claim the role checks on the hosts (or, when the first drain
+    came before the second run's detection, by its budget check). Runs only the upgrade's
+    tasks; the run that drains then fails at its install step (these hosts have no driver)."""
+    policy = {
+        "driver_upgrade_drain_command": f'echo "drain $(date +%s)" >> {HOOKS}; sleep 15',
+        "driver_upgrade_undrain_command": f'echo "undrain $(date +%s)" >> {HOOKS}',
+        "nvidia_driver_version": "580.159.04",
+    }
+    state = {
+        "target": "580.159.04 open", "from": "575.57.08 open", "done": ["preflight"],
+        "stopped_services": [], "status": "in_progress", "failed_step": "",
+        "history": [{"step": "preflight", "result": "done", "at": "2026-12-06T01:00:00Z"}],
+    }  # fmt: skip
+    host_vars = lab.inventory.parent / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    for host in lab.hosts:
+        (host_vars / f"{host}.yml").write_text(json.dumps(policy))
+        _sh(lab, host, f"rm -rf {LOCK} {HOOKS} {CLAIM}; mkdir -p /var/lib/gpuprov")
+        _sh(lab, host, f"echo '{json.dumps(state)}' > {STATE}")
+    limited = ("--max-unavailable", "1", "--tags", "driver_upgrade")
+    runs = {
+        host: start(
+            lab, tmp_path / f"{host}.json", "apply", "--limit", host, *limited, cwd=tmp_path
+        )
+        for host in lab.hosts
+    }
+    try:
+        said = {host: proc.communicate(timeout=900)[0] for host, proc in runs.items()}
+        drained = [
+            h for h in lab.hosts if "drain" in _sh(lab, h, f"cat {HOOKS} 2>/dev/null || true")
+        ]
+    finally:
+        for proc in runs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for host in lab.hosts:
+            (host_vars / f"{host}.yml").unlink(missing_ok=True)
+            lab.ssh(host, f"rm -f {STATE} {HOOKS} {CLAIM}")
+    for host, output in said.items():
+        print(f"--- {host}: exit {runs[host].returncode}\n{output[-1500:]}")
+    assert len(drained) <= 1, f"both hosts drained with --max-unavailable 1: {drained}"
+    refused = [
+        h
+        for h, output in said.items()
+        if "not drained: the fleet's budget of 1 host(s)" in output
+        or "--max-unavailable 1 is used up" in output
+    ]
+    assert refused, "neither run was refused"
+    assert set(drained).isdisjoint(refused), (drained, refused)

@@ -192,3 +192,17 @@ def test_a_half_drained_host_counts_as_drained_and_says_so() -> None:
     assert drained_elsewhere(facts, ["n2"]) == ["n1"]
     before_drain = with_upgrade("n3", "failed", ["preflight"])  # failed at the preflight
     assert before_drain.upgrade is not None and not before_drain.upgrade.drained
+
+
+def test_a_host_detection_cannot_reach_counts_as_out_of_service() -> None:
+    """Issue 48: an unreachable host outside --limit (its upgrade state unknown) was only a
+    warning, and another host was drained; now it uses the budget like a drained one."""
+    ok = parse_host("ok", real_raw())
+    facts = {"ok": ok}
+    assert batch_size("2", "2", ["ok"], facts, 3, unknown=["lost"]) == "1"
+    with pytest.raises(BadInputError) as info:
+        batch_size(None, "1", ["ok"], facts, 3, unknown=["lost"])
+    said = str(info.value)
+    assert "--max-unavailable 1 is used up: lost cannot be reached (state unknown" in said, said
+    # a target that cannot be reached is this run's own failure, not another's drain
+    assert batch_size(None, "1", ["ok", "lost"], facts, 3, unknown=["lost"]) == "1"
