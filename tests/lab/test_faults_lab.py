@@ -21,6 +21,10 @@ never converged (every run here is stopped early, or refused before any change).
    2026-12-05).
 7. A drain hook stopped by its timeout, then the pin backed out (issue 48): the rerun runs the
    undrain hook (24 s alone, 2026-12-06).
+8. Two runs at once, `--limit` one host each, `--max-unavailable 1` (issue 48): one host
+   drained, the other run refused by the drain claim (35 s alone, 2026-12-06).
+9. A full /var/lib/gpuprov (issue 48): the host fails naming the lock, nothing is left there
+   (70 s at a load average of ~80, 2026-12-06).
 
 Duration on the shared 2-core machine: about 5 min (2026-12-03: 5 passed in 296 s beside
 other lab runs; lab up ~10 s, then runs that are each stopped within ~2 min).
@@ -484,3 +488,44 @@ def test_two_runs_with_different_limits_do_not_drain_past_the_budget(
     ]
     assert refused, "neither run was refused"
     assert set(drained).isdisjoint(refused), (drained, refused)
+
+
+def test_a_full_state_disk_fails_the_host_naming_the_lock_and_leaves_no_lock(
+    lab: RunningLab, tmp_path: Path
+) -> None:
+    """Issue 48: a full /var/lib/gpuprov (here a 16 KiB tmpfs mounted over it, then filled)
+    left a run lock without an owner, and every later run failed without naming it. The run
+    now fails the host naming the lock and the shell's words, and leaves nothing there; the
+    next run, with space again, takes the lock and gives it back. Runs only the playbook's
+    always-tagged tasks (`--tags mig`: no MIG layout is planned on these hosts)."""
+    first = lab.hosts[0]
+    state = "/var/lib/gpuprov"
+    _sh(lab, first, f"rm -rf {LOCK}; mkdir -p {state}")
+    _sh(lab, first, f"mount -t tmpfs -o size=16k gpuprov-full {state}")
+    try:
+        _sh(lab, first, f"dd if=/dev/zero of={state}/filler bs=4k 2>/dev/null || true")
+
+        def apply(report: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                _cmd(lab, tmp_path / report, "apply", "--limit", first, "--tags", "mig"),
+                cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=900,
+                check=False,
+            )  # fmt: skip
+
+        full = apply("full.json")
+        said = full.stdout + full.stderr
+        assert full.returncode == 1, said[-3000:]
+        failed = " ".join(
+            json.loads((tmp_path / "full.json").read_text())["hosts"][first]["apply"][
+                "failed_tasks"
+            ]
+        )
+        assert f"the run lock {LOCK} cannot be written on {first}" in failed, failed
+        assert "no lock was left" in failed, failed
+        assert _sh(lab, first, f"ls -A {state}").split() == ["filler"], "a lock was left behind"
+        _sh(lab, first, f"rm -f {state}/filler")
+        freed = apply("freed.json")
+        assert freed.returncode == 0, (freed.stdout + freed.stderr)[-3000:]
+        assert lab.ssh(first, f"test -e {LOCK}").returncode != 0  # taken, then given back
+    finally:
+        lab.ssh(first, f"umount {state}")
