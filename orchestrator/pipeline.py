@@ -378,18 +378,31 @@ def _drop_suite(early: tuple[Path, SuiteRun] | None, keep_in: Path | None = None
 
 
 _SSH_LOST = re.compile(r"exit_status=255, .*_stderr=b['\"](ssh: [^'\"\\]*)")
+# orchestrator/session.py's SessionLost, as the suite's JUnit carries it (a host lost mid-run)
+_SESSION_LOST = re.compile(r"SessionLost: .*?lost the connection during verification: ([^\n]*)")
 
 
 def _lost(results: Sequence[Any]) -> rep.StageResult | None:
     """A host the suite could not reach: one line (ssh's own words), not one failed check
-    per test with testinfra's traceback (issue 27)."""
-    failed = [r for r in results if r.status == "fail"]
-    said = [_SSH_LOST.search(r.diagnosis) for r in failed]
-    if not failed or not all(said):
+    per test with testinfra's traceback (issue 27). Lost mid-verify (issue 48: ten failed
+    checks), the checks that ran before it are kept and the rest are that one line."""
+    said = {
+        id(r): m
+        for r in results
+        if r.status == "fail"
+        and (m := _SSH_LOST.search(r.diagnosis) or _SESSION_LOST.search(r.diagnosis))
+    }
+    if not said:
         return None
-    first = said[0]
-    assert first is not None
-    return rep.StageResult("error", note=f"unreachable during verification: {first.group(1)}")
+    first = next(said[id(r)] for r in results if id(r) in said)
+    note = f"unreachable during verification: {first.group(1).strip()}"
+    before = tuple(r for r in results if id(r) not in said)
+    if all(r.status == "skip" for r in before):  # never reached: nothing ran on the host
+        return rep.StageResult("error", note=note)
+    ran = sum(r.status != "skip" for r in before)
+    return rep.StageResult(
+        "error", before, f"{note} (after {ran} check(s); {len(said)} not finished)"
+    )
 
 
 # --- shared steps ----------------------------------------------------------------------
