@@ -32,8 +32,8 @@ never converged (every run here is stopped early, or refused before any change).
 Duration on the shared 2-core machine: about 5 min (2026-12-03: 5 passed in 296 s beside
 other lab runs; lab up ~10 s, then runs that are each stopped within ~2 min); 2026-12-06: 10
 passed, 1 skipped in 846 s at a load average of 50-85 (the issue 48 cases 7, 8, 9, 10 took
-145, 99, 114 and 7 s of it; alone, at a lower load: 24, 35, 70 and 9 s). Cases 9 and 11 are in
-the extended tier (EXTENDED below).
+145, 99, 114 and 7 s of it; alone: 24, 35 and 9 s at a lower load, 70 s at ~80). Cases 9 and
+11 are in the extended tier (EXTENDED below).
 """
 
 from __future__ import annotations
