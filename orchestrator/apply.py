@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from . import ansiblecfg, paths, watchdog
 from .errors import BadInputError, HostError, OutputError
 from .plandoc import write_plan_document
-from .secrets import scrub_command_file
+from .secrets import is_own_var, scrub_command_file
 
 if TYPE_CHECKING:
     from .inventory import VaultOptions
@@ -417,7 +417,7 @@ def run_playbook(
     cwd: Path | None = None,  # where ansible-playbook runs (its ansible.cfg); None: here
     routes: Mapping[str, str] | None = None,  # host -> ansible_ssh_common_args (connection.py)
     echo: bool | None = None,  # print Ansible's output; None: with -v (never with --json)
-    extra: Mapping[str, object] | None = None,  # gpuprov_* extra variables of the playbook
+    extra: Mapping[str, object] | None = None,  # provision's own extra variables (is_own_var)
 ) -> ApplyResult:
     """Run `playbook` on `hosts` (exact names) of `inventories`, each with its `host_vars`
     (the plan) above every variable the inventories set."""
@@ -428,9 +428,7 @@ def run_playbook(
     import ansible_runner
 
     plan_file = write_plan_document(run_dir, {h: host_vars[h] for h in hosts if h in host_vars})
-    extravars: dict[str, object] = {
-        k: v for k, v in (extra or {}).items() if k.startswith("gpuprov_")
-    }
+    extravars: dict[str, object] = {k: v for k, v in (extra or {}).items() if is_own_var(k)}
     if serial is not None:
         extravars["gpuprov_serial"] = serial
     if max_fail_percent is not None:

@@ -253,12 +253,32 @@ class UpgradeState:
     status: str  # in_progress | failed | done
     failed_step: str
     done: tuple[str, ...]
-    since: str = ""  # when the drain completed (its history entry), "" when unknown
+    since: str = ""  # when the drain completed or failed (its history entry), "" when unknown
 
     @property
     def drained(self) -> bool:
-        """An unfinished upgrade drained the host and has not undrained it."""
-        return self.status in ("in_progress", "failed") and "drain" in self.done
+        """An unfinished upgrade drained the host, or its drain hook failed (stopped by its
+        timeout: the host may be half drained), and it has not undrained it."""
+        unfinished = self.status in ("in_progress", "failed")
+        return (unfinished and "drain" in self.done) or self.half_drained
+
+    @property
+    def half_drained(self) -> bool:
+        """The drain hook failed: part of the host may be drained (issue 48)."""
+        return self.status == "failed" and self.failed_step == "drain" and "drain" not in self.done
+
+    @property
+    def drained_cause(self) -> str:
+        """Why the host is out of service, "" when it is not: detect's and plan's words."""
+        since = self.since or "an unknown time"
+        if self.half_drained:
+            return (
+                f"may be half drained: the drain hook of an unfinished upgrade to {self.target} "
+                f"failed at {since}"
+            )
+        if not self.drained:
+            return ""
+        return f"drained by an unfinished upgrade to {self.target} since {since}"
 
 
 @dataclass(frozen=True)

@@ -378,18 +378,31 @@ def _drop_suite(early: tuple[Path, SuiteRun] | None, keep_in: Path | None = None
 
 
 _SSH_LOST = re.compile(r"exit_status=255, .*_stderr=b['\"](ssh: [^'\"\\]*)")
+# orchestrator/session.py's SessionLost, as the suite's JUnit carries it (a host lost mid-run)
+_SESSION_LOST = re.compile(r"SessionLost: .*?lost the connection during verification: ([^\n]*)")
 
 
 def _lost(results: Sequence[Any]) -> rep.StageResult | None:
     """A host the suite could not reach: one line (ssh's own words), not one failed check
-    per test with testinfra's traceback (issue 27)."""
-    failed = [r for r in results if r.status == "fail"]
-    said = [_SSH_LOST.search(r.diagnosis) for r in failed]
-    if not failed or not all(said):
+    per test with testinfra's traceback (issue 27). Lost mid-verify (issue 48: ten failed
+    checks), the checks that ran before it are kept and the rest are that one line."""
+    said = {
+        id(r): m
+        for r in results
+        if r.status == "fail"
+        and (m := _SSH_LOST.search(r.diagnosis) or _SESSION_LOST.search(r.diagnosis))
+    }
+    if not said:
         return None
-    first = said[0]
-    assert first is not None
-    return rep.StageResult("error", note=f"unreachable during verification: {first.group(1)}")
+    first = next(said[id(r)] for r in results if id(r) in said)
+    note = f"unreachable during verification: {first.group(1).strip()}"
+    before = tuple(r for r in results if id(r) not in said)
+    if all(r.status == "skip" for r in before):  # never reached: nothing ran on the host
+        return rep.StageResult("error", note=note)
+    ran = sum(r.status != "skip" for r in before)
+    return rep.StageResult(
+        "error", before, f"{note} (after {ran} check(s); {len(said)} not finished)"
+    )
 
 
 # --- shared steps ----------------------------------------------------------------------
@@ -521,6 +534,8 @@ def run_detect(opts: StageOptions) -> int:
     for host, facts in sorted(detected.facts.items()):  # what a stopped run left (issue 48)
         for cause in facts.recovery:
             console.print(f"{escape(host)}: needs_recovery: {escape(cause)}", highlight=False)
+        if facts.upgrade is not None and facts.upgrade.drained:
+            console.print(f"{escape(host)}: {escape(facts.upgrade.drained_cause)}", highlight=False)
     reports = rep.host_reports(fleet.hosts, facts=detected.facts, detect_errors=detected.errors)
     report = rep.RunReport("detect", reports, finished=dt.datetime.now(dt.UTC))
     written = _write_outputs(opts, report)
@@ -657,10 +672,12 @@ def _apply_fleet(opts: StageOptions, console: Console, fleet: Fleet) -> _Applied
     if not targets:
         return _Applied(fleet, detected, policies, plans, None)
     max_unavailable = opts.max_unavailable
-    budget_facts, fleet_size = _budget_facts(opts, fleet, detected, console)
-    serial = rollout.batch_size(opts.serial, max_unavailable, targets, budget_facts, fleet_size)
+    budget = _budget(opts, fleet, detected, console)
+    serial = rollout.batch_size(
+        opts.serial, max_unavailable, targets, budget.facts, len(budget.fleet), budget.unknown
+    )
     if max_unavailable is not None:
-        away = rollout.drained_elsewhere(budget_facts, targets)
+        away = rollout.drained_elsewhere(budget.facts, targets)
         console.print(
             f"rollout: batches of {serial} host(s) (--serial {opts.serial or 'all'}, "
             f"--max-unavailable {max_unavailable}"
@@ -692,7 +709,8 @@ def _apply_fleet(opts: StageOptions, console: Console, fleet: Fleet) -> _Applied
 
     reach: dict[str, Any] = {
         "inventories": list(fleet.sources),
-        "routes": _routes(fleet, skips.run),
+        # with a budget, the driver_upgrade role reads every host's drain claim: routes to all
+        "routes": _routes(budget.whole, budget.fleet if max_unavailable else skips.run),
     }
     owner = hostlock.owner_of(run_dir)
     interrupt.DRAINED_AT_START.clear()  # what an interrupted report says of resumed upgrades
@@ -716,7 +734,9 @@ def _apply_fleet(opts: StageOptions, console: Console, fleet: Fleet) -> _Applied
                 on_event=progress,
                 options=options,
                 echo=opts.verbose > 0 and not opts.json,  # stdout carries the JSON report
-                extra=None if opts.check else hostlock.lock_vars(owner),  # one run per host
+                extra=None
+                if opts.check
+                else {**hostlock.lock_vars(owner), **budget.role_vars(max_unavailable)},
                 **reach,
             )
     finally:  # hosts that did not reach the end of the playbook still hold this run's lock
@@ -725,17 +745,35 @@ def _apply_fleet(opts: StageOptions, console: Console, fleet: Fleet) -> _Applied
     return _Applied(fleet, detected, policies, plans, done)
 
 
-def _budget_facts(
-    opts: StageOptions, fleet: Fleet, detected: Detected, console: Console
-) -> tuple[Mapping[str, HostFacts], int]:
-    """The facts --max-unavailable counts over, and the fleet's size: with --limit, the rest
-    of the inventory is detected too, so a host drained outside the limit still counts."""
+@dataclass(frozen=True)
+class _Budget:
+    """What --max-unavailable counts over: the whole inventory's hosts (whatever --limit),
+    the facts of those detection reached, and those it could not (state unknown)."""
+
+    whole: Fleet
+    fleet: tuple[str, ...]
+    facts: Mapping[str, HostFacts]
+    unknown: tuple[str, ...]
+
+    def role_vars(self, max_unavailable: str | None) -> dict[str, object]:
+        """The driver_upgrade role's check at the drain (tasks/claim.yml): the budget and
+        every host it counts, so that a concurrent run with another --limit is seen."""
+        if max_unavailable is None:
+            return {}
+        n = rollout.count(max_unavailable, len(self.fleet), "--max-unavailable")
+        return {"driver_upgrade_max_unavailable": n, "driver_upgrade_fleet": list(self.fleet)}
+
+
+def _budget(opts: StageOptions, fleet: Fleet, detected: Detected, console: Console) -> _Budget:
+    """With --limit and --max-unavailable, the rest of the inventory is detected too, so a
+    host drained (or unreachable) outside the limit still counts."""
+    unknown = tuple(sorted(detected.errors))
     if opts.max_unavailable is None or not opts.limit:
-        return detected.facts, len(fleet.hosts)
+        return _Budget(fleet, tuple(fleet.hosts), detected.facts, unknown)
     whole = _load_inventory(opts.inventory, None, opts)
     outside = [h for h in whole.hosts if h not in fleet.hostvars]
     if not outside:
-        return detected.facts, len(whole.hosts)
+        return _Budget(whole, tuple(whole.hosts), detected.facts, unknown)
     console.print(
         f"rollout: reading the upgrade state of {len(outside)} host(s) outside --limit "
         "(--max-unavailable counts the whole inventory)",
@@ -743,8 +781,16 @@ def _budget_facts(
     )
     rest = _detect(replace(whole, hostvars={h: whole.hostvars[h] for h in outside}), console)
     for host, why in sorted(rest.errors.items()):
-        console.print(f"[yellow]warning[/] {escape(host)}: upgrade state unknown: {escape(why)}")
-    return {**rest.facts, **detected.facts}, len(whole.hosts)
+        console.print(
+            f"[yellow]warning[/] {escape(host)}: upgrade state unknown, counted as out of "
+            f"service: {escape(why)}"
+        )
+    return _Budget(
+        whole,
+        tuple(whole.hosts),
+        {**rest.facts, **detected.facts},
+        tuple(sorted({*unknown, *rest.errors})),
+    )
 
 
 def run_apply(opts: StageOptions) -> int:

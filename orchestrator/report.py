@@ -136,6 +136,10 @@ def _facts_dict(facts: HostFacts) -> dict[str, object]:
         "docker": facts.runtime.docker_version,
         "toolkit": facts.runtime.toolkit_version,
         "errors": list(facts.errors),
+        # what a stopped run left (issue 48): its causes, and the drain an unfinished upgrade
+        # left (null: in service)
+        "needs_recovery": list(facts.recovery),
+        "drained": (facts.upgrade.drained_cause or None) if facts.upgrade else None,
     }
 
 

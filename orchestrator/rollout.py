@@ -4,7 +4,10 @@
 service at any time, counting those an unfinished driver upgrade left drained (their state
 file, found by detection) that this run does not take up again. As the GPU Operator's upgrade
 controller does: batch = min(serial, max unavailable - already unavailable). Hosts outside
-`--limit` count too: with --max-unavailable, the pipeline detects the rest of the inventory.
+`--limit` count too: with --max-unavailable, the pipeline detects the rest of the inventory,
+and a host it cannot reach counts as out of service (its state is unknown). Two runs at once
+(different `--limit`s) are held to the budget on the hosts themselves: roles/driver_upgrade
+claims the drain there and reads every other host's claim first (tasks/claim.yml).
 
 An unfinished upgrade is never left in silence: `still_drained` fails, with "drained by an
 unfinished upgrade to X since T", each host detection found drained that this run did not take
@@ -60,28 +63,33 @@ def batch_size(
     targets: Sequence[str],
     facts: Mapping[str, HostFacts],
     fleet_size: int,
+    unknown: Sequence[str] = (),
 ) -> str | None:
-    """The serial to give Ansible (None: every target at once)."""
+    """The serial to give Ansible (None: every target at once). `unknown`: hosts of the fleet
+    detection could not reach; their state is unknown, so they count as out of service."""
     if max_unavailable is None:
         return serial
     away = drained_elsewhere(facts, targets)
-    budget = count(max_unavailable, fleet_size, "--max-unavailable") - len(away)
+    lost = sorted(set(unknown) - set(targets) - set(away))
+    budget = count(max_unavailable, fleet_size, "--max-unavailable") - len(away) - len(lost)
     if budget <= 0:
+        said = []
+        if away:
+            verb = "stays" if len(away) == 1 else "stay"
+            said.append(f"{', '.join(away)} {verb} drained by an unfinished driver upgrade")
+        if lost:
+            said.append(f"{', '.join(lost)} cannot be reached (state unknown: out of service)")
         raise BadInputError(
-            f"--max-unavailable {max_unavailable} is used up: {', '.join(away)} "
-            f"{'stays' if len(away) == 1 else 'stay'} drained by an unfinished driver upgrade",
-            fix="finish those first (provision apply --limit HOST resumes them), or raise "
-            "--max-unavailable",
+            f"--max-unavailable {max_unavailable} is used up: {'; '.join(said)}",
+            fix="finish those first (provision apply --limit HOST resumes them; bring back "
+            "the unreachable), or raise --max-unavailable",
         )
     size = count(serial, len(targets), "--serial") if serial else len(targets)
     return str(min(size, budget))
 
 
 def drained_message(state: UpgradeState) -> str:
-    return (
-        f"drained by an unfinished upgrade to {state.target} since "
-        f"{state.since or 'an unknown time'}"
-    )
+    return state.drained_cause
 
 
 def still_drained(result: ApplyResult, facts: Mapping[str, HostFacts]) -> ApplyResult:

@@ -34,7 +34,8 @@ Issue 48: facts that no machine can have are blockers naming the capture they co
 - rdma.txt lines the parser does not know: the rest of the fabric is kept, the lines named
   (a warning: a newer probe may list more).
 - What a stopped run left (recovery.txt: dpkg's journal, a restart a role owes): a warning
-  `needs_recovery: <cause>` in the plan (text and JSON), saying what the next apply does.
+  `needs_recovery: <cause>` in the plan (text and JSON), saying what the next apply does;
+  a host an unfinished driver upgrade left drained: `drained: <since when, toward what>`.
 - A reboot a role recorded against this boot (reboot-pending.txt; issue 47: DOCA-OFED): a
   warning `reboot_required: <cause>`; gpuprov does not reboot for it.
 """
@@ -208,6 +209,12 @@ def _needs_recovery(facts: HostFacts, warnings: MutableSequence[str]) -> None:
             f"needs_recovery: {cause}; the next `provision apply` recovers it under the run "
             "lock before the roles (dpkg: `dpkg --configure -a`; a pending restart: the role "
             "restarts the service)"
+        )
+    if facts.upgrade is not None and facts.upgrade.drained:
+        warnings.append(
+            f"drained: {facts.upgrade.drained_cause}; the next `provision apply` that runs "
+            "the driver role takes the upgrade up (resumes it, or finishes it toward this "
+            "plan's driver) and undrains the host"
         )
 
 

@@ -24,13 +24,23 @@ _SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|CREDENTIAL", re.IGNORECASE)
 _KEEP_ENV = ("ANSIBLE_", "RUNNER_")
 
 
+# The role variables provision sets itself as extra variables: --max-unavailable's drain
+# budget, checked by roles/driver_upgrade on the hosts (tasks/claim.yml).
+ROLE_VARS_SET_BY_PROVISION = ("driver_upgrade_max_unavailable", "driver_upgrade_fleet")
+
+
+def is_own_var(name: str) -> bool:
+    """An extra variable provision passes itself (gpuprov_*, and ROLE_VARS_SET_BY_PROVISION)."""
+    return name.startswith("gpuprov_") or name in ROLE_VARS_SET_BY_PROVISION
+
+
 def _ours(value: str) -> bool:
     """gpuprov's own extra variables (`{"gpuprov_serial": ...}`): no secret in them."""
     try:
         data = json.loads(value)
     except ValueError:
         return False
-    return isinstance(data, dict) and all(str(k).startswith("gpuprov_") for k in data)
+    return isinstance(data, dict) and all(is_own_var(str(k)) for k in data)
 
 
 def scrub_command(command: Sequence[str]) -> list[str]:

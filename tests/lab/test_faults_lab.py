@@ -19,9 +19,21 @@ never converged (every run here is stopped early, or refused before any change).
 6. A host left mid-dpkg (dpkg's journal, issue 48): `plan` says needs_recovery, and an apply
    of only the playbook's always-tagged tasks runs `dpkg --configure -a` (76 s alone,
    2026-12-05).
+7. A drain hook stopped by its timeout, then the pin backed out (issue 48): the rerun runs the
+   undrain hook (24 s alone, 2026-12-06).
+8. Two runs at once, `--limit` one host each, `--max-unavailable 1` (issue 48): one host
+   drained, the other run refused by the drain claim (35 s alone, 2026-12-06).
+9. A full /var/lib/gpuprov (issue 48; extended tier): the host fails naming the lock, nothing
+   is left there (70 s at a load average of ~80, 2026-12-06).
+10. Ctrl-C in `provision verify` (issue 48), its host's package query made to hang: exit 130,
+    the report and the JUnit file name the host interrupted (9 s alone, 2026-12-06).
+11. A host lost mid-verify (issue 48; extended tier): one line, not ten failed checks.
 
 Duration on the shared 2-core machine: about 5 min (2026-12-03: 5 passed in 296 s beside
-other lab runs; lab up ~10 s, then runs that are each stopped within ~2 min).
+other lab runs; lab up ~10 s, then runs that are each stopped within ~2 min); 2026-12-06: 10
+passed, 1 skipped in 846 s at a load average of 50-85 (the issue 48 cases 7, 8, 9, 10 took
+145, 99, 114 and 7 s of it; alone: 24, 35 and 9 s at a lower load, 70 s at ~80). Cases 9 and
+11 are in the extended tier (EXTENDED below).
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 from provisionrun import ansible_processes as _ansible_of
@@ -62,6 +75,14 @@ DRAINED = {  # as roles/driver_upgrade/tasks/record.yml writes it after the drai
         {"step": "drain", "result": "done", "at": "2026-12-01T17:00:05Z"},
     ],
 }
+
+
+# The extended tier (`make test-lab-extended` sets GPUPROV_LAB_EXTENDED=1): lab tests CI's 45
+# minutes leave out (scripts/lab-tests.sh).
+EXTENDED = pytest.mark.skipif(
+    os.environ.get("GPUPROV_LAB_EXTENDED") != "1",
+    reason="extended tier (GPUPROV_LAB_EXTENDED=1, make test-lab-extended)",
+)
 
 
 def _sh(lab: RunningLab, host: str, command: str) -> str:
@@ -344,3 +365,267 @@ def test_a_host_left_mid_dpkg_is_planned_needs_recovery_and_the_next_apply_recov
         assert lab.ssh(first, f"test -e {LOCK}").returncode != 0  # the lock was given back
     finally:
         lab.ssh(first, f"rm -f {JOURNAL}")
+
+
+HOOKS = "/var/log/gpuprov-upgrade-hooks.log"  # what the drain and undrain hooks ran, in order
+
+
+def test_a_half_drained_host_whose_pin_is_backed_out_is_undrained(
+    lab: RunningLab, tmp_path: Path
+) -> None:
+    """Issue 48: an upgrade's drain hook stopped by its timeout (the host may be half drained),
+    then the pin backed out. The upgrade to 580.159.04 is taken up where its preflight left it
+    (the state file as record.yml writes it after the preflight: these hosts have no driver to
+    upgrade from), its drain hook hangs past driver_upgrade_hook_timeout: the host fails with
+    "may be half drained", and detect says so. The pin then goes to 575.57.08: the rerun runs
+    the undrain hook and finishes the record. Before, it did nothing and reported the host ok,
+    still (half) drained. Runs only the upgrade's tasks (`--tags driver_upgrade`)."""
+    first = lab.hosts[0]
+    policy = lab.inventory.parent / "host_vars" / f"{first}.yml"
+    policy.parent.mkdir(exist_ok=True)
+    hooks = {
+        "driver_upgrade_undrain_command": f'echo "undrain $(date +%s)" >> {HOOKS}',
+        "driver_upgrade_hook_timeout": 5,
+    }
+    hang = f'echo "drain $(date +%s)" >> {HOOKS}; sleep 120'
+    policy.write_text(
+        json.dumps(
+            {**hooks, "driver_upgrade_drain_command": hang, "nvidia_driver_version": "580.159.04"}
+        )
+    )
+    state = {
+        "target": "580.159.04 open",
+        "from": "575.57.08 open",
+        "done": ["preflight"],
+        "stopped_services": [],
+        "status": "in_progress",
+        "failed_step": "",
+        "history": [{"step": "preflight", "result": "done", "at": "2026-12-06T01:00:00Z"}],
+    }
+    _sh(lab, first, f"rm -rf {LOCK} {HOOKS}; mkdir -p /var/lib/gpuprov")
+    _sh(lab, first, f"echo '{json.dumps(state)}' > {STATE}")
+
+    def apply(report: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            _cmd(lab, tmp_path / report, "apply", "--limit", first, "--tags", "driver_upgrade"),
+            cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+
+    try:
+        timed_out = apply("drain.json")
+        said = timed_out.stdout + timed_out.stderr
+        assert timed_out.returncode == 1, said[-3000:]
+        assert "may be half drained" in said, said[-3000:]
+        left = json.loads(_sh(lab, first, f"cat {STATE}"))
+        assert left["status"] == "failed" and left["failed_step"] == "drain", left
+        detect = subprocess.run(
+            _cmd(lab, tmp_path / "detect.json", "detect", "--limit", first, "--json"),
+            cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        drained = json.loads(detect.stdout)["hosts"][first]["facts"]["drained"]
+        assert drained and drained.startswith("may be half drained"), drained
+        # the operator backs the pin out: the plan's driver is another one again
+        policy.write_text(
+            json.dumps({**hooks, "driver_upgrade_drain_command": f"echo drain >> {HOOKS}",
+                        "nvidia_driver_version": "575.57.08"})
+        )  # fmt: skip
+        backed_out = apply("backed-out.json")
+        said = backed_out.stdout + backed_out.stderr
+        assert backed_out.returncode == 0, said[-3000:]
+        ran = [ln.split()[0] for ln in _sh(lab, first, f"cat {HOOKS}").splitlines()]
+        assert ran == ["drain", "undrain"], f"hooks run: {ran}; not undrained:\n{said[-3000:]}"
+        done = json.loads(_sh(lab, first, f"cat {STATE}"))
+        assert done["status"] == "done" and done["done"][-1] == "undrain", done
+        assert done["history"][-1]["step"] == "undrain", done["history"]
+        assert any(h["step"] == "abandon" for h in done["history"]), done["history"]
+    finally:
+        policy.unlink(missing_ok=True)
+        lab.ssh(first, f"rm -f {STATE} {HOOKS}")
+
+
+CLAIM = "/var/lib/gpuprov/drain-claim.json"  # roles/driver_upgrade's drain claim
+
+
+def test_two_runs_with_different_limits_do_not_drain_past_the_budget(
+    lab: RunningLab, tmp_path: Path
+) -> None:
+    """Issue 48: two `provision apply --max-unavailable 1` at once, one `--limit` each host,
+    drained both (each counted only what it had detected, before either drained). Both hosts
+    carry an upgrade to 580.159.04 taken up at its drain (the state file after the preflight,
+    as in the half-drain case); the drain hook takes 15 s. At most one host is drained; the
+    other run is refused, by the claim the role checks on the hosts (or, when the first drain
+    came before the second run's detection, by its budget check). Runs only the upgrade's
+    tasks; the run that drains then fails at its install step (these hosts have no driver)."""
+    policy = {
+        "driver_upgrade_drain_command": f'echo "drain $(date +%s)" >> {HOOKS}; sleep 15',
+        "driver_upgrade_undrain_command": f'echo "undrain $(date +%s)" >> {HOOKS}',
+        "nvidia_driver_version": "580.159.04",
+    }
+    state = {
+        "target": "580.159.04 open", "from": "575.57.08 open", "done": ["preflight"],
+        "stopped_services": [], "status": "in_progress", "failed_step": "",
+        "history": [{"step": "preflight", "result": "done", "at": "2026-12-06T01:00:00Z"}],
+    }  # fmt: skip
+    host_vars = lab.inventory.parent / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    for host in lab.hosts:
+        (host_vars / f"{host}.yml").write_text(json.dumps(policy))
+        _sh(lab, host, f"rm -rf {LOCK} {HOOKS} {CLAIM}; mkdir -p /var/lib/gpuprov")
+        _sh(lab, host, f"echo '{json.dumps(state)}' > {STATE}")
+    limited = ("--max-unavailable", "1", "--tags", "driver_upgrade")
+    runs = {
+        host: start(
+            lab, tmp_path / f"{host}.json", "apply", "--limit", host, *limited, cwd=tmp_path
+        )
+        for host in lab.hosts
+    }
+    try:
+        said = {host: proc.communicate(timeout=900)[0] for host, proc in runs.items()}
+        drained = [
+            h for h in lab.hosts if "drain" in _sh(lab, h, f"cat {HOOKS} 2>/dev/null || true")
+        ]
+    finally:
+        for proc in runs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for host in lab.hosts:
+            (host_vars / f"{host}.yml").unlink(missing_ok=True)
+            lab.ssh(host, f"rm -f {STATE} {HOOKS} {CLAIM}")
+    for host, output in said.items():
+        print(f"--- {host}: exit {runs[host].returncode}\n{output[-1500:]}")
+    assert len(drained) <= 1, f"both hosts drained with --max-unavailable 1: {drained}"
+    refused = [
+        h
+        for h, output in said.items()
+        if "not drained: the fleet's budget of 1 host(s)" in output
+        or "--max-unavailable 1 is used up" in output
+    ]
+    assert refused, "neither run was refused"
+    assert set(drained).isdisjoint(refused), (drained, refused)
+
+
+# 70 s at a load average of ~80, 114 s in the whole file's run at 50-85 (2026-12-06): with
+# the other issue 48 cases, past the ~2 minutes CI's group c can add; the extended tier.
+@EXTENDED
+def test_a_full_state_disk_fails_the_host_naming_the_lock_and_leaves_no_lock(
+    lab: RunningLab, tmp_path: Path
+) -> None:
+    """Issue 48: a full /var/lib/gpuprov (here a 16 KiB tmpfs mounted over it, then filled)
+    left a run lock without an owner, and every later run failed without naming it. The run
+    now fails the host naming the lock and the shell's words, and leaves nothing there; the
+    next run, with space again, takes the lock and gives it back. Runs only the playbook's
+    always-tagged tasks (`--tags mig`: no MIG layout is planned on these hosts)."""
+    first = lab.hosts[0]
+    state = "/var/lib/gpuprov"
+    _sh(lab, first, f"rm -rf {LOCK}; mkdir -p {state}")
+    _sh(lab, first, f"mount -t tmpfs -o size=16k gpuprov-full {state}")
+    try:
+        _sh(lab, first, f"dd if=/dev/zero of={state}/filler bs=4k 2>/dev/null || true")
+
+        def apply(report: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                _cmd(lab, tmp_path / report, "apply", "--limit", first, "--tags", "mig"),
+                cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=900,
+                check=False,
+            )  # fmt: skip
+
+        full = apply("full.json")
+        said = full.stdout + full.stderr
+        assert full.returncode == 1, said[-3000:]
+        failed = " ".join(
+            json.loads((tmp_path / "full.json").read_text())["hosts"][first]["apply"][
+                "failed_tasks"
+            ]
+        )
+        assert f"the run lock {LOCK} cannot be written on {first}" in failed, failed
+        assert "no lock was left" in failed, failed
+        assert _sh(lab, first, f"ls -A {state}").split() == ["filler"], "a lock was left behind"
+        _sh(lab, first, f"rm -f {state}/filler")
+        freed = apply("freed.json")
+        assert freed.returncode == 0, (freed.stdout + freed.stderr)[-3000:]
+        assert lab.ssh(first, f"test -e {LOCK}").returncode != 0  # taken, then given back
+    finally:
+        lab.ssh(first, f"umount {state}")
+
+
+# A dpkg-query that hangs only for verification's package query (its format names both
+# db:Status-Abbrev and Status; the probe's does not), first on the PATH of SSH commands.
+SLOW_DPKG = "/usr/local/bin/dpkg-query"
+SLOW_DPKG_SCRIPT = """#!/bin/sh
+case "$*" in *Status-Abbrev*) sleep 600 ;; esac
+exec /usr/bin/dpkg-query "$@"
+"""
+
+
+def test_ctrl_c_in_verify_writes_the_report_and_junit(lab: RunningLab, tmp_path: Path) -> None:
+    """Issue 48: Ctrl-C in `provision verify` left `"hosts": {}` and no JUnit. On a lab host
+    whose verification hangs in its package query (a dpkg-query that sleeps), the operator's
+    Ctrl-C: exit 130, and the report and the JUnit file say the host was interrupted."""
+    first = lab.hosts[0]
+    _sh(lab, first, f"cat > {SLOW_DPKG} <<'EOF'\n{SLOW_DPKG_SCRIPT}EOF\nchmod 755 {SLOW_DPKG}")
+    junit = tmp_path / "verify.xml"
+    proc = start(
+        lab, tmp_path / "r.json", "--limit", first, "--junit", str(junit), "verify", cwd=tmp_path
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while lab.ssh(first, "pgrep -f '^sleep 600'").returncode != 0:
+            assert proc.poll() is None, "verify ended before its package query"
+            assert time.monotonic() < deadline, "verification never reached its package query"
+            time.sleep(1)
+        stopped = time.monotonic()
+        proc.send_signal(signal.SIGINT)  # the operator's Ctrl-C
+        output, _ = proc.communicate(timeout=300)
+        took = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        lab.ssh(first, f"rm -f {SLOW_DPKG}; pkill -f '^sleep 600' || true")
+    print(f"verify ended {took:.1f} s after Ctrl-C")
+    assert proc.returncode == 130, output[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["interrupted"] is True and report["exit_code"] == 130, report
+    verification = report["hosts"][first]["verification"]
+    assert verification["state"] == "error", verification
+    assert "interrupted (SIGINT)" in verification["note"], verification
+    errors = [e.get("message") for e in ElementTree.parse(junit).getroot().iter("error")]
+    assert errors == ["interrupted (SIGINT) before it finished"], errors
+
+
+# 80 s alone (2026-12-06), most of it the SSH keepalives' minute: past what CI's group c can
+# add, so in the extended tier (`make test-lab-extended` sets GPUPROV_LAB_EXTENDED=1).
+@EXTENDED
+def test_a_host_lost_mid_verify_is_one_line(lab: RunningLab, tmp_path: Path) -> None:
+    """Issue 48: a host lost mid-verify showed as ten failed checks. The host's verification
+    hangs in its package query (the dpkg-query that sleeps), then the host stops answering
+    (`docker pause`): its verification is an error with one line, "unreachable during
+    verification: <ssh's words> (after N check(s); M not finished)", and the checks that ran
+    before the loss (on this never-converged host, real failures) stay as they were."""
+    second = lab.hosts[1]
+    _sh(lab, second, f"cat > {SLOW_DPKG} <<'EOF'\n{SLOW_DPKG_SCRIPT}EOF\nchmod 755 {SLOW_DPKG}")
+    container = _container(lab, second)
+    proc = start(lab, tmp_path / "r.json", "--limit", second, "verify", cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 600
+        while lab.ssh(second, "pgrep -f '^sleep 600'").returncode != 0:
+            assert proc.poll() is None, "verify ended before its package query"
+            assert time.monotonic() < deadline, "verification never reached its package query"
+            time.sleep(1)
+        paused = subprocess.run(["docker", "pause", container], capture_output=True, check=False)
+        assert paused.returncode == 0, paused.stderr
+        output, _ = proc.communicate(timeout=900)
+    finally:
+        subprocess.run(["docker", "unpause", container], capture_output=True, check=False)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        lab.ssh(second, f"rm -f {SLOW_DPKG}; pkill -f '^sleep 600' || true")
+    assert proc.returncode == 1, output[-3000:]
+    verification = json.loads((tmp_path / "r.json").read_text())["hosts"][second]["verification"]
+    checks = verification.get("checks", [])
+    lost = [c["name"] for c in checks if "lost the connection" in (c.get("diagnosis") or "")]
+    print(f"{second}: {verification['state']}: {verification.get('note')}; {len(checks)} checks")
+    assert verification["state"] == "error" and not lost, verification
+    assert verification["note"].startswith("unreachable during verification: "), verification

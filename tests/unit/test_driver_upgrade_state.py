@@ -53,6 +53,15 @@ CASES: dict[str, tuple[dict[str, Any] | None, str]] = {
         "580.159.04",
     ),
     "finished": (_state("595.91.07 open", "done", [*DRAINED, "undrain"]), "580.159.04"),
+    # the drain hook stopped by its timeout (issue 48): the host may be half drained
+    "half_drained_then_backed_out": (
+        _state("595.91.07 open", "failed", ["preflight"]) | {"failed_step": "drain"},
+        "580.159.04",
+    ),
+    "half_drained_same_target": (
+        _state("595.91.07 open", "failed", ["preflight"]) | {"failed_step": "drain"},
+        "595.91.07",
+    ),
     "no_state": (None, "580.159.04"),
 }
 
@@ -133,3 +142,23 @@ def test_nothing_to_take_up(decided: Path, case: str) -> None:
     got = result(decided, case)
     assert got["active"] is False
     assert got["state"]["target"] == "580.159.04 open" and got["state"]["done"] == []
+
+
+def test_a_half_drained_host_whose_pin_was_backed_out_is_undrained(decided: Path) -> None:
+    """Its drain hook was stopped by its timeout, then the pin backed out: the driver never
+    changed, so only the undrain hook runs; before, the role did nothing and the host stayed
+    (half) drained, reported ok (issue 48)."""
+    got = result(decided, "half_drained_then_backed_out")
+    assert got["active"] is True, "a half-drained host must be put back in service"
+    state = got["state"]
+    assert state["target"] == "580.159.04 open" and state["status"] == "in_progress"
+    assert state["done"] == _steps()[:-1] and state["failed_step"] == ""
+    assert got["resumed_at"] == "undrain"
+    assert state["history"][-1]["step"] == "abandon"
+    assert state["history"][-1]["result"].startswith("595.91.07 open -> 580.159.04 open: ")
+
+
+def test_a_half_drained_host_with_the_same_target_drains_again(decided: Path) -> None:
+    got = result(decided, "half_drained_same_target")
+    assert got["active"] is True and got["resumed_at"] == "drain"
+    assert got["state"]["done"] == ["preflight"]

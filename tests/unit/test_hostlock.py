@@ -229,3 +229,21 @@ def test_a_dead_runs_lock_is_not_taken_over_while_its_commands_still_run(
     finally:
         straggler.kill()
         straggler.wait()
+
+
+def test_the_lock_is_taken_and_given_back_whatever_the_tags() -> None:
+    """`provision apply --tags X` ran without the run lock: an include's own `always` tag is
+    not its tasks' (issue 48, seen on a lab host: the lock's tasks never ran under --tags mig).
+    Both includes of site.yml apply `always` to the lock's tasks."""
+    import yaml
+
+    play = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text())[0]
+    tasks = [*play["pre_tasks"], *play["post_tasks"]]
+    includes = [
+        t["ansible.builtin.include_tasks"]
+        for t in tasks
+        if isinstance(t.get("ansible.builtin.include_tasks"), dict)
+        and t["ansible.builtin.include_tasks"]["file"] == "tasks/run-lock.yml"
+    ]
+    assert len(includes) == 2, includes
+    assert all("always" in i["apply"]["tags"] for i in includes), includes

@@ -105,3 +105,52 @@ def test_detect_says_needs_recovery(
     assert main(["detect", "-i", str(inv)]) == 0
     out = capsys.readouterr().out
     assert "n1: needs_recovery: a stopped run owes Docker's restart" in out, out
+
+
+def test_detect_json_says_needs_recovery_and_drained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`provision detect --json`: each host's facts carry `needs_recovery` (the causes) and
+    `drained` (why the host is out of service; null when it is in service), as its text and
+    `plan` say them (issue 48)."""
+    from typing import Any
+
+    from _helpers import H200, write_inventory
+
+    from orchestrator import pipeline
+    from orchestrator.cli import main
+
+    raw = {p.name: p.read_text() for p in H200.iterdir() if p.is_file()}
+    plain = dict(raw)
+    raw[names.RECOVERY] = "dpkg_journal 2\n# exit=0\n"
+    state = {
+        "target": "595.91.07 open",
+        "done": ["preflight", "drain"],
+        "status": "in_progress",
+        "failed_step": "",
+        "history": [{"step": "drain", "result": "done", "at": "2026-12-01T17:00:05Z"}],
+    }
+    raw[names.UPGRADE_STATE] = json.dumps(state) + "\n# exit=0\n"
+    hosts = {"n1": raw, "n2": plain}
+
+    def detect(fleet: Any, console: Any, *, record: bool = False) -> pipeline.Detected:
+        return pipeline.Detected(hosts, {h: parse_host(h, r) for h, r in hosts.items()}, {})
+
+    monkeypatch.setattr(pipeline, "_detect", detect)
+    inv = write_inventory(
+        tmp_path, "[gpu_nodes]\nn1 ansible_connection=local\nn2 ansible_connection=local\n"
+    )
+    assert main(["detect", "-i", str(inv), "--json"]) == 0
+    said = capsys.readouterr()
+    out, text = said.out, said.out + said.err  # with --json, the text goes to stderr
+    doc = json.loads(out[out.index("{\n") :])
+    n1, n2 = doc["hosts"]["n1"]["facts"], doc["hosts"]["n2"]["facts"]
+    assert n1["needs_recovery"] == [parse_recovery("dpkg_journal 2\n# exit=0\n")[0]]
+    assert n1["needs_recovery"][0].startswith("dpkg was interrupted (2 file(s)")
+    assert n1["drained"] == (
+        "drained by an unfinished upgrade to 595.91.07 open since 2026-12-01T17:00:05Z"
+    )
+    assert n2["needs_recovery"] == [] and n2["drained"] is None
+    assert "n1: drained by an unfinished upgrade to 595.91.07 open" in text
+    plan = plan_host(parse_host("n1", raw), load_policy("n1", {}), default_catalog())
+    assert any(w.startswith("drained: drained by an unfinished upgrade") for w in plan.warnings)

@@ -167,3 +167,42 @@ def test_a_host_this_run_drained_then_lost_says_drained_mid_upgrade(tmp_path: Pa
     assert n1.failed_tasks[-1] == (
         "drained mid-upgrade by this run (step install); `provision apply --limit n1` resumes it"
     )
+
+
+def test_a_half_drained_host_counts_as_drained_and_says_so() -> None:
+    """A drain hook stopped by its timeout (status failed at the drain step, the drain not
+    done) may have drained part of the host: it uses the budget, detect and plan name it, and
+    a run that does not take it up fails it (issue 48; it was read as in service)."""
+    raw = real_raw()
+    state = {
+        "target": "595.91.07 open",
+        "status": "failed",
+        "done": ["preflight"],
+        "failed_step": "drain",
+        "history": [{"step": "drain", "result": "failed", "at": "2026-12-05T10:00:00Z"}],
+    }
+    raw["gpuprov-upgrade.txt"] = json.dumps(state) + "\n# exit=0\n"
+    upgrade = parse_host("n1", raw).upgrade
+    assert upgrade is not None and upgrade.drained and upgrade.half_drained
+    assert upgrade.drained_cause == (
+        "may be half drained: the drain hook of an unfinished upgrade to 595.91.07 open "
+        "failed at 2026-12-05T10:00:00Z"
+    )
+    facts = {"n1": parse_host("n1", raw), "n2": parse_host("n2", real_raw())}
+    assert drained_elsewhere(facts, ["n2"]) == ["n1"]
+    before_drain = with_upgrade("n3", "failed", ["preflight"])  # failed at the preflight
+    assert before_drain.upgrade is not None and not before_drain.upgrade.drained
+
+
+def test_a_host_detection_cannot_reach_counts_as_out_of_service() -> None:
+    """Issue 48: an unreachable host outside --limit (its upgrade state unknown) was only a
+    warning, and another host was drained; now it uses the budget like a drained one."""
+    ok = parse_host("ok", real_raw())
+    facts = {"ok": ok}
+    assert batch_size("2", "2", ["ok"], facts, 3, unknown=["lost"]) == "1"
+    with pytest.raises(BadInputError) as info:
+        batch_size(None, "1", ["ok"], facts, 3, unknown=["lost"])
+    said = str(info.value)
+    assert "--max-unavailable 1 is used up: lost cannot be reached (state unknown" in said, said
+    # a target that cannot be reached is this run's own failure, not another's drain
+    assert batch_size(None, "1", ["ok", "lost"], facts, 3, unknown=["lost"]) == "1"
