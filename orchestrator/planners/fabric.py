@@ -153,7 +153,7 @@ def plan_efa(ctx: HostContext, cat: FabricCatalog | None = None) -> RolePlan | N
         warnings.append(unsupported)
         return None
     flavour = ctx.planned_var("nvidia_driver", "nvidia_driver_flavour")
-    _, gd, blocker = gpudirect(facts, policy, flavour, cat)
+    _mode, gd, blocker = gpudirect(facts, policy, flavour, cat)
     if blocker:
         ctx.notes.blockers.append(blocker)
     version = policy["efa_installer_version"]
