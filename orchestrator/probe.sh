@@ -558,11 +558,18 @@ recovery() {
 [ -n "$(recovery)" ] && cap recovery.txt recovery
 # Reboots a role recorded against the boot it ran in (parsers/reboot.py; roles/infiniband:
 # DOCA-OFED's ib_core is active only after one): this boot's id and each record's first line.
+# roles/nvidia_driver's record (a driver installed, not loaded: nvidia_driver_reboot forbid)
+# holds its reasons: its modification time beside the boot's (/proc/stat btime) says whether
+# it was written on this boot.
 reboot_pending() {
     records=$(for f in /var/lib/gpuprov/reboot-required-*; do
         [ -f "$f" ] && printf 'record %s %s\n' "${f##*/}" "$(head -n 1 "$f")"
-    done)
-    [ -n "$records" ] && printf 'boot_id %s\n%s\n' "$(cat /proc/sys/kernel/random/boot_id)" "$records"
+    done
+    f=/var/lib/gpuprov/reboot-required
+    [ -f "$f" ] && printf 'since %s %s %s\n' "${f##*/}" "$(stat -c %Y "$f")" "$(head -n 1 "$f")")
+    [ -n "$records" ] && printf 'boot_id %s\nboot_time %s\n%s\n' \
+        "$(cat /proc/sys/kernel/random/boot_id)" \
+        "$(sed -n 's/^btime //p' /proc/stat)" "$records"
     return 0
 }
 [ -n "$(reboot_pending)" ] && cap reboot-pending.txt reboot_pending
