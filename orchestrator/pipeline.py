@@ -816,7 +816,7 @@ def _validation(
     opts: StageOptions,
 ) -> dict[str, rep.StageResult]:
     """Every host at once (each one's GPUs are its own), with a line per host as it goes."""
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     out: dict[str, rep.StageResult] = {}
     console = _console(opts)
@@ -857,12 +857,19 @@ def _validation(
         return result
 
     with stage, ThreadPoolExecutor(max_workers=max(1, min(len(todo), 32))) as pool:
-        futures = [pool.submit(one, h) for h in todo]
+        futures = {pool.submit(one, h): h for h in todo}
         try:
-            for h, future in zip(todo, futures, strict=True):
+            # as each ends, not in the inventory's order: a Ctrl-C while the first host
+            # hangs keeps the hosts that had finished (issue 48; found by the lab test)
+            for future in as_completed(futures):
+                h = futures[future]
                 out[h] = finished[h] = future.result()
         except KeyboardInterrupt:  # only this thread hears Ctrl-C: stop every host's run
             from .validate.runner import interrupt_running
+
+            for future, h in futures.items():  # what had ended before the signal counts
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    finished.setdefault(h, future.result())
 
             interrupt_running()
             raise

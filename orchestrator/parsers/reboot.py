@@ -36,7 +36,7 @@ _SINCE = {
 def parse_reboot_pending(text: str) -> tuple[str, ...]:
     """The reboots the host still owes, one cause each, in the capture's order."""
     boot, boot_time = "", None
-    causes: list[tuple[str, str | None]] = []  # (record, its own words) or a boot id to match
+    causes: list[tuple[str, str]] = []  # (record file, its line's content)
     owed: list[str] = []
     for line in split_exit(text).body.splitlines():
         kind, _sep, rest = line.strip().partition(" ")
@@ -44,16 +44,13 @@ def parse_reboot_pending(text: str) -> tuple[str, ...]:
             boot = rest.strip()
         elif kind == "boot_time":
             boot_time = _epoch(rest)
-        elif kind == "record":
+        elif kind in ("record", "since"):  # record NAME BOOT-ID; since NAME MTIME REASON
             name, _sep, content = rest.strip().partition(" ")
             causes.append((name, content.strip()))
-        elif kind == "since":
-            name, _sep, rest = rest.strip().partition(" ")
-            mtime, _sep, reason = rest.strip().partition(" ")
-            causes.append((name, None if _epoch(mtime) is None else f"{mtime} {reason.strip()}"))
     for name, content in causes:
         if name in _SINCE:
-            mtime, _sep, reason = (content or "").partition(" ")
+            mtime, _sep, reason = content.partition(" ")
+            reason = reason.strip()
             written = _epoch(mtime)
             if written is not None and boot_time is not None and written >= boot_time:
                 owed.append(_SINCE[name] + (f": {reason}" if reason else ""))

@@ -5,6 +5,8 @@ finished keep their results, the others are an `error` result "interrupted"."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,9 +58,14 @@ def test_ctrl_c_in_validate_writes_the_report_and_junit_with_what_it_knew(
 ) -> None:
     _fixture_detection(monkeypatch)
 
+    a_done = threading.Event()
+
     def validate(fleet: Any, host: str, *args: Any) -> rep.StageResult:
         if host == "b":
+            a_done.wait(10)
+            time.sleep(0.1)  # a's result handed back to its future
             raise KeyboardInterrupt  # the signal lands while b's checks run
+        a_done.set()
         return rep.StageResult("done", (CheckResult("gpu_count", "pass", 2, 2, "GPUs"),))
 
     monkeypatch.setattr(pipeline, "_validate_host", validate)
@@ -81,6 +88,35 @@ def test_ctrl_c_in_validate_writes_the_report_and_junit_with_what_it_knew(
     assert errors == ["interrupted (SIGINT) before it finished"]  # b's, as a JUnit <error>
     names = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase")]
     assert "gpu_count" in names  # a's check, kept
+
+
+def test_ctrl_c_while_the_first_host_hangs_keeps_the_hosts_that_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hosts' results were read in the inventory's order: a Ctrl-C while the first host
+    hung lost the second's finished checks ("0 of 2", found by the lab test
+    test_ctrl_c_in_validate_writes_the_report_and_junit)."""
+    _fixture_detection(monkeypatch)
+    b_done = threading.Event()
+
+    def validate(fleet: Any, host: str, *args: Any) -> rep.StageResult:
+        if host == "a":
+            b_done.wait(10)
+            time.sleep(0.1)  # b's result handed back to its future
+            raise KeyboardInterrupt  # a hangs; the signal lands
+        b_done.set()
+        return rep.StageResult("done", (CheckResult("gpu_count", "pass", 2, 2, "GPUs"),))
+
+    monkeypatch.setattr(pipeline, "_validate_host", validate)
+    report, junit, argv = _outputs(tmp_path)
+    inv = write_inventory(tmp_path, TWO)
+    assert main(["validate", "-i", str(inv), *argv]) == 130
+    assert "interrupted during validate: 1 of 2 host(s) finished it" in capsys.readouterr().err
+    doc = json.loads(report.read_text())
+    assert doc["hosts"]["b"]["validation"]["state"] == "done"
+    assert doc["hosts"]["a"]["validation"]["state"] == "error"
+    names = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase")]
+    assert "gpu_count" in names  # b's check in the JUnit too
 
 
 def test_ctrl_c_in_verify_writes_the_report_and_junit(
