@@ -553,6 +553,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _sigterm)
+        # Ctrl-C as KeyboardInterrupt even where SIGINT came ignored (a background job of a
+        # non-interactive shell, as CI starts it): apply's own handler took it already, and
+        # validate and verify ran on, their Ctrl-C report never written
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         from . import interrupt, timing
 

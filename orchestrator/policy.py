@@ -75,8 +75,11 @@ def _at_least_zero(value: int, raw: Any) -> int | None:
 
 
 def _ip_addresses(value: list[str], raw: Any) -> tuple[str, ...]:
-    """IMEX's node configuration lists the IP addresses of the NVLink domain's trays."""
-    nodes = tuple(str(v).strip() for v in value if str(v).strip())
+    """IMEX's node configuration lists the IP addresses of the NVLink domain's trays. Each
+    entry as the role's preflight reads it: a blank or padded one is refused, not dropped
+    (ansible-core reads `""` as `[""]`, which the role refuses; found by
+    test_knob_contract's hypothesis run)."""
+    nodes = tuple(str(v) for v in value)
     for node in nodes:
         try:
             ipaddress.ip_address(node)

@@ -5,6 +5,7 @@ finished keep their results, the others are an `error` result "interrupted"."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -117,6 +118,31 @@ def test_ctrl_c_while_the_first_host_hangs_keeps_the_hosts_that_finished(
     assert doc["hosts"]["a"]["validation"]["state"] == "error"
     names = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase")]
     assert "gpu_count" in names  # b's check in the JUnit too
+
+
+def test_ctrl_c_stops_validate_where_sigint_came_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A background job of a non-interactive shell starts with SIGINT ignored (CI's lab
+    groups): validate then ran on past a Ctrl-C, to its end (CI, 2026-12-06: the lab test
+    test_ctrl_c_in_validate_writes_the_report_and_junit got exit 1 after dcgmi's 300 s).
+    provision takes SIGINT back as Python's KeyboardInterrupt."""
+    _fixture_detection(monkeypatch)
+    seen: list[object] = []
+
+    def validate(fleet: Any, host: str, *args: Any) -> rep.StageResult:
+        seen.append(signal.getsignal(signal.SIGINT))
+        return rep.StageResult("done", (CheckResult("gpu_count", "pass", 2, 2, "GPUs"),))
+
+    monkeypatch.setattr(pipeline, "_validate_host", validate)
+    _report, _junit, argv = _outputs(tmp_path)
+    inv = write_inventory(tmp_path, TWO)
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert main(["validate", "-i", str(inv), *argv]) == 0
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert seen == [signal.default_int_handler] * 2
 
 
 def test_ctrl_c_in_verify_writes_the_report_and_junit(
