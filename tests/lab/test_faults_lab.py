@@ -209,9 +209,16 @@ def test_sigkill_of_provision_stops_ansible_and_the_host_stops_changing(
         assert time.monotonic() - killed < 30, f"Ansible runs on: {_ansible_of(lab)}"
         time.sleep(0.5)
     took = time.monotonic() - killed
-    # what was running on the host finishes by itself (a command Ansible started there);
-    # then nothing new starts: dpkg's log stands still
-    time.sleep(30)
+    # what was running on the host finishes by itself (a command Ansible started there: a
+    # module, its apt-get and dpkg); then nothing new starts: dpkg's log stands still. Waited
+    # for, not a fixed 30 s: in CI (2026-12-06, a loaded machine) the last line of a dpkg
+    # run begun before the kill came 30-60 s after it, one line of 1300.
+    busy = "pgrep -f '[A]nsiballZ|[a]pt-get|^/usr/bin/[d]pkg|^[d]pkg '"  # [x]: not itself
+    settle = time.monotonic()
+    while lab.ssh(first, busy).returncode == 0:
+        assert time.monotonic() - settle < 600, "the host's apt/dpkg never finished"
+        time.sleep(2)
+    time.sleep(10)
     before = lab.ssh(first, "wc -l < /var/log/dpkg.log 2>/dev/null || echo 0").stdout
     time.sleep(30)
     after = lab.ssh(first, "wc -l < /var/log/dpkg.log 2>/dev/null || echo 0").stdout
