@@ -749,7 +749,16 @@ def measure_checks(fleet: Fleet, count: int) -> ChecksRow:
             failed[name] = sum(1 for s in stats.values() if s["status"] != "ok")
             seen = {h: s["checks"] for h, s in stats.items()}
             want = expected.get(stage, {})
-            differ[name] = sum(1 for h in want.keys() | seen.keys() if want.get(h) != seen.get(h))
+            odd = sorted(h for h in want.keys() | seen.keys() if want.get(h) != seen.get(h))
+            differ[name] = len(odd)
+            for h in odd[:3]:  # what differs, for the reader (2026-12-06: 467 of 500, unread)
+                mine, theirs = want.get(h) or {}, seen.get(h) or {}
+                diff = {
+                    c: (mine.get(c), theirs.get(c))
+                    for c in sorted(mine.keys() | theirs.keys())
+                    if mine.get(c) != theirs.get(c)
+                }
+                print(f"  {name}: {h} (provision, playbook): {diff}", file=sys.stderr)
         print(f"  {count} hosts, {name}: {runs[name].wall_s:.1f} s", file=sys.stderr)
     return ChecksRow(count, runs, codes, failed, differ, (load_before, os.getloadavg()[0]))
 
