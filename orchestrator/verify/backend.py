@@ -30,6 +30,10 @@ from ..verify.runner import SCHEME
 
 NAME = SCHEME
 PREFETCH_THREADS = 32  # commands of other hosts run ahead, at most this many at once
+# sessions being opened at once by one pytest process (connection, authentication, sudo):
+# all of a process's hosts at once (250 each of 2 processes) did not all start against 500
+# test-double hosts on 2026-12-06 (436 timed out: docs/benchmarks.md); detection opens 64
+OPEN_AT_ONCE = 32
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class _Registry:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._opening: dict[str, threading.Thread] = {}
+        self._open_slots = threading.BoundedSemaphore(OPEN_AT_ONCE)
         self._closed = False
         self._opened = 0  # sessions ever added: a command is spread again when it grew
         self._spread: dict[str, int] = {}  # command -> self._opened when it was last spread
@@ -141,7 +146,8 @@ class _Registry:
 
     def _try(self, name: str, host: InventoryHost) -> None:
         try:
-            session = open_session(host)
+            with self._open_slots:  # its 30 s timeout counts from its own start
+                session = open_session(host)
         except HostError as exc:
             with self._lock:
                 if name in self.specs:
