@@ -44,7 +44,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -565,6 +565,29 @@ exec /usr/bin/dpkg-query "$@"
 """
 
 
+def _ctrl_c_once(
+    proc: subprocess.Popen[str], ready: Callable[[], bool], what: str, settle: float = 0
+) -> tuple[str, float]:
+    """Once `ready()` (the stage hangs where the test made it hang), `settle` seconds, then
+    the operator's Ctrl-C: the run's output and how long it took to end after the signal.
+    The run is killed if it is still there when this ends otherwise."""
+    try:
+        deadline = time.monotonic() + 600
+        while not ready():
+            assert proc.poll() is None, f"the run ended before {what}"
+            assert time.monotonic() < deadline, f"the run never reached {what}"
+            time.sleep(1)
+        time.sleep(settle)
+        stopped = time.monotonic()
+        proc.send_signal(signal.SIGINT)  # the operator's Ctrl-C
+        output, _ = proc.communicate(timeout=300)
+        return output, time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def test_ctrl_c_in_verify_writes_the_report_and_junit(lab: RunningLab, tmp_path: Path) -> None:
     """Issue 48: Ctrl-C in `provision verify` left `"hosts": {}` and no JUnit. On a lab host
     whose verification hangs in its package query (a dpkg-query that sleeps), the operator's
@@ -576,19 +599,12 @@ def test_ctrl_c_in_verify_writes_the_report_and_junit(lab: RunningLab, tmp_path:
         lab, tmp_path / "r.json", "--limit", first, "--junit", str(junit), "verify", cwd=tmp_path
     )
     try:
-        deadline = time.monotonic() + 600
-        while lab.ssh(first, "pgrep -f '^sleep 600'").returncode != 0:
-            assert proc.poll() is None, "verify ended before its package query"
-            assert time.monotonic() < deadline, "verification never reached its package query"
-            time.sleep(1)
-        stopped = time.monotonic()
-        proc.send_signal(signal.SIGINT)  # the operator's Ctrl-C
-        output, _ = proc.communicate(timeout=300)
-        took = time.monotonic() - stopped
+
+        def ready() -> bool:
+            return lab.ssh(first, "pgrep -f '^sleep 600'").returncode == 0
+
+        output, took = _ctrl_c_once(proc, ready, "its package query")
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
         lab.ssh(first, f"rm -f {SLOW_DPKG}; pkill -f '^sleep 600' || true")
     print(f"verify ended {took:.1f} s after Ctrl-C")
     assert proc.returncode == 130, output[-3000:]
@@ -624,23 +640,16 @@ def test_ctrl_c_in_validate_writes_the_report_and_junit(lab: RunningLab, tmp_pat
     args = ("--limit", limit, "--junit", str(junit), "validate", "--dcgm-level", "1")
     proc = start(lab, tmp_path / "r.json", *args, cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 600
-        while (
-            lab.ssh(first, "pgrep -f '^sleep 600'").returncode != 0
-            or lab.ssh(second, f"test -e {DCGMI_RAN}").returncode != 0
-        ):
-            assert proc.poll() is None, "validate ended before the first host's dcgmi ran"
-            assert time.monotonic() < deadline, "validation never reached dcgmi"
-            time.sleep(1)
-        time.sleep(5)  # the second host's result judged and recorded (a local step)
-        stopped = time.monotonic()
-        proc.send_signal(signal.SIGINT)  # the operator's Ctrl-C
-        output, _ = proc.communicate(timeout=300)
-        took = time.monotonic() - stopped
+
+        def ready() -> bool:
+            return (
+                lab.ssh(first, "pgrep -f '^sleep 600'").returncode == 0
+                and lab.ssh(second, f"test -e {DCGMI_RAN}").returncode == 0
+            )
+
+        # settle: the second host's result judged and recorded (a local step)
+        output, took = _ctrl_c_once(proc, ready, "dcgmi on both hosts", settle=5)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
         lab.ssh(first, f"rm -f {SLOW_DCGMI}; pkill -f '^sleep 600' || true")
         lab.ssh(second, f"rm -f {SLOW_DCGMI} {DCGMI_RAN}")
     print(f"validate ended {took:.1f} s after Ctrl-C")
